@@ -1,0 +1,40 @@
+# Copyright: gpuops.training contributors
+# Apache License 2.0 (see LICENSE)
+"""Options shared by every module that reads logs."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  paths:
+    description:
+      - Log files to read, or glob patterns; C(**) matches directories recursively.
+      - Relative paths are resolved against O(base_dir).
+      - A pattern that matches no file, or a path that does not exist, is an error.
+    type: list
+    elements: path
+    default: []
+  base_dir:
+    description:
+      - Directory that relative O(paths) are resolved against.
+    type: path
+  content:
+    description:
+      - Log text given inline, for example the stdout of an earlier task.
+    type: str
+  pod_logs:
+    description:
+      - Pod logs as M(kubernetes.core.k8s_log) returns them (each a dict with C(log) or
+        C(log_lines)), or plain strings.
+      - A C(name) or C(pod) key, if present, names the log in the results.
+    type: list
+    elements: raw
+    default: []
+notes:
+  - Logs are read line by line in constant memory. Invalid UTF-8, ANSI colour codes, CRI and
+    RFC 3339 timestamps, C(kubectl logs --prefix) pod prefixes, Open MPI C([1,N]<stdout>:) tags
+    and torchrun C([defaultN]:) tags are tolerated and removed before parsing.
+  - At least one of O(paths), O(content) or O(pod_logs) must be given.
+"""

@@ -1,0 +1,104 @@
+# Copyright: gpuops.training contributors
+# Apache License 2.0 (see LICENSE)
+"""Put a launcher's record and the log modules' results together into one run summary."""
+
+from __future__ import annotations
+
+SUMMARY_SCHEMA = "gpuops.run-summary/v1"
+
+
+def nccl_statement(nccl, backend):
+    """One sentence on NCCL that never reports success for a run that did not use it."""
+    if not nccl.get("nccl_used"):
+        if backend and backend != "nccl":
+            return (
+                "NCCL was not used: the run used the %s backend, so there is no NCCL transport to verify."
+                % backend
+            )
+        return "NCCL was not used: no NCCL lines were found in the logs."
+    ranks = nccl.get("init_complete_ranks") or []
+    text = "NCCL %s: %d of %s ranks reached Init COMPLETE" % (
+        nccl.get("nccl_version") or "(version not printed)",
+        len(ranks),
+        nccl.get("nranks"),
+    )
+    transport = nccl.get("transport")
+    if transport:
+        text += ", transport %s" % transport
+        if nccl.get("gdr"):
+            text += " with GPUDirect RDMA"
+    return text + "."
+
+
+def build_run_summary(run, training, nccl):
+    """Return the summary dict written to summary.json; ``verdict`` is passed or failed."""
+    run = run or {}
+    training = training or {}
+    nccl = nccl or {}
+    failures = list(training.get("failures") or [])
+    if training.get("ranks") is None and training.get("msg"):
+        failures.append(training["msg"])
+    failures.extend(nccl.get("failures") or [])
+    if nccl.get("ranks") is None and nccl.get("nccl_used") is None and nccl.get("msg"):
+        failures.append(nccl["msg"])
+    if run.get("timed_out"):
+        failures.insert(0, "the launcher stopped the run after its timeout of %s s" % run.get("timeout_s"))
+    elif run.get("rc") not in (None, 0, "0"):
+        failures.append("the launcher exited with code %s" % run.get("rc"))
+
+    started, ended = run.get("started"), run.get("ended")
+    duration = round(float(ended) - float(started), 1) if started is not None and ended is not None else None
+    ranks = [
+        {
+            "rank": rank.get("rank"),
+            "host": rank.get("host"),
+            "status": rank.get("status"),
+            "epochs_completed": rank.get("epochs_completed"),
+            "last_step": rank.get("last_step"),
+            "first_epoch_loss": rank.get("first_epoch_loss"),
+            "last_epoch_loss": rank.get("last_epoch_loss"),
+            "images_per_s": rank.get("images_per_s"),
+            "attempt": rank.get("attempt"),
+            "error": rank.get("error"),
+        }
+        for rank in training.get("ranks") or []
+    ]
+    checkpoints = training.get("checkpoints") or []
+    backend = training.get("backend")
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "verdict": "failed" if failures else "passed",
+        "failures": failures,
+        "run_id": run.get("run_id"),
+        "launcher": run.get("launcher"),
+        "host": run.get("host"),
+        "run_dir": run.get("run_dir"),
+        "launcher_rc": run.get("rc"),
+        "duration_s": duration,
+        "world_size": run.get("world_size"),
+        "ranks_reporting": training.get("ranks_reporting") or [],
+        "ranks": ranks,
+        "backend": backend,
+        "model": training.get("model"),
+        "device": training.get("device"),
+        "epochs": training.get("epochs") or [],
+        "loss": training.get("loss") or {},
+        "throughput": training.get("throughput") or {},
+        "checkpoints": {
+            "count": len(checkpoints),
+            "last": checkpoints[-1] if checkpoints else None,
+        },
+        "restarts": training.get("restarts", 0),
+        "resumes": training.get("resumes") or [],
+        "nccl": {
+            "used": bool(nccl.get("nccl_used")),
+            "statement": nccl_statement(nccl, backend),
+            "version": nccl.get("nccl_version"),
+            "nranks": nccl.get("nranks"),
+            "init_complete_ranks": nccl.get("init_complete_ranks") or [],
+            "transport": nccl.get("transport"),
+            "gdr": nccl.get("gdr"),
+            "warning_count": nccl.get("warning_count", 0),
+        },
+        "logs": list(run.get("log_paths") or []),
+    }

@@ -1,0 +1,415 @@
+# Copyright: gpuops.training contributors
+# Apache License 2.0 (see LICENSE)
+"""Read the trainer's JSON-lines metrics (schema ``gpuops.metrics/v1``) out of any log.
+
+The trainer prints one JSON object per line on every rank; those lines reach us mixed
+with tracebacks, torchrun's own messages and NCCL output, sometimes behind collector
+prefixes (see ``log_sources``). This parser keeps what a verdict needs: per-rank
+progress, the loss per epoch, throughput, checkpoints, resumes and restarts, the last
+lines each rank printed, and torchrun's report of which rank failed first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
+
+SCHEMA = "gpuops.metrics/v1"
+DEFAULT_TAIL_LINES = 20
+
+
+class _RankState:
+    __slots__ = (
+        "rank",
+        "host",
+        "attempt",
+        "run_start",
+        "run_end",
+        "epochs",
+        "last_step_record",
+        "first_step_loss",
+        "tail",
+        "sources",
+    )
+
+    def __init__(self, rank, tail_lines):
+        self.rank = rank
+        self.host = None
+        self.attempt = 0
+        self.run_start = None
+        self.run_end = None
+        self.epochs = {}  # epoch -> the latest epoch record for it (a restart may redo one)
+        self.last_step_record = None
+        self.first_step_loss = None
+        self.tail = deque(maxlen=tail_lines)
+        self.sources = set()
+
+
+class TrainingLogParser:
+    """Feed it lines with :meth:`feed`; read the verdict's inputs with :meth:`result`."""
+
+    def __init__(self, tail_lines=DEFAULT_TAIL_LINES):
+        self.tail_lines = tail_lines
+        self.ranks = {}
+        self.checkpoints = []
+        self.resumes = []
+        self.skipped_checkpoints = []
+        self.evaluations = []
+        self.parse_warnings = []
+        self.lines = 0
+        self.records = 0
+        self.launcher_failures = []
+        self._failure_block = None  # the torchrun failure entry being read
+        self._root_cause_next = False
+        # Lines that carry no rank tag are attributed to the one rank a source speaks for.
+        self._source_rank = {}
+        self._untagged_tail = {}
+        self._seen_checkpoints = set()
+
+    # -- input -------------------------------------------------------------------
+
+    def feed(self, source, text, tags=None):
+        self.lines += 1
+        stripped = text.strip()
+        if not stripped:
+            return
+        if stripped[0] == "{" and SCHEMA in stripped:
+            record = self._decode(source, stripped)
+            if record is not None:
+                self._on_record(source, record)
+                return
+        if "Root Cause" in stripped or self._failure_block is not None or "exitcode" in stripped:
+            self._on_launcher_line(stripped)
+        rank = tags.get("rank") if tags else None
+        if rank is None:
+            rank = self._source_rank.get(source)
+        if rank is None:
+            self._untagged_tail.setdefault(source, deque(maxlen=self.tail_lines)).append(stripped)
+        else:
+            self._rank(rank).tail.append(stripped)
+
+    def feed_sources(self, sources):
+        for source, text, tags in iter_lines(sources):
+            self.feed(source, text, tags)
+        return self
+
+    def _decode(self, source, text):
+        try:
+            record = json.loads(text)
+        except ValueError as exc:
+            # A metrics line cut short (a killed rank, a truncated log) is expected.
+            self._warn("%s: unreadable metrics line (%s)" % (source, exc))
+            return None
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+            return None
+        if not isinstance(record.get("rank"), int) or not isinstance(record.get("event"), str):
+            self._warn("%s: metrics record without an integer rank or an event" % source)
+            return None
+        return record
+
+    def _warn(self, message):
+        if len(self.parse_warnings) < 100:
+            self.parse_warnings.append(message)
+
+    def _rank(self, rank):
+        state = self.ranks.get(rank)
+        if state is None:
+            state = self.ranks[rank] = _RankState(rank, self.tail_lines)
+        return state
+
+    def _on_record(self, source, record):
+        self.records += 1
+        rank = record["rank"]
+        state = self._rank(rank)
+        state.sources.add(source)
+        known = self._source_rank.setdefault(source, rank)
+        if known != rank:
+            self._source_rank[source] = None  # an interleaved stream speaks for several ranks
+        if source in self._untagged_tail and self._source_rank[source] == rank:
+            state.tail.extend(self._untagged_tail.pop(source))
+        state.host = record.get("host", state.host)
+        attempt = record.get("attempt")
+        if isinstance(attempt, int):
+            state.attempt = max(state.attempt, attempt)
+        event = record["event"]
+        if event == "run_start":
+            state.run_start = record
+            state.run_end = None  # a restarted attempt supersedes the previous ending
+        elif event == "run_end":
+            state.run_end = record
+        elif event == "step":
+            state.last_step_record = record
+            if state.first_step_loss is None and _is_number(record.get("loss")):
+                state.first_step_loss = record["loss"]
+        elif event == "epoch":
+            if isinstance(record.get("epoch"), int):
+                state.epochs[record["epoch"]] = record
+        elif event == "checkpoint":
+            key = (record.get("epoch"), record.get("step"), record.get("path"))
+            if key not in self._seen_checkpoints:
+                self._seen_checkpoints.add(key)
+                self.checkpoints.append(_pick(record, "rank", "epoch", "step", "path", "time"))
+        elif event == "resume":
+            self.resumes.append(_pick(record, "rank", "epoch", "step", "path", "attempt"))
+        elif event == "checkpoint_skipped":
+            self.skipped_checkpoints.append(_pick(record, "rank", "path", "reason"))
+        elif event == "eval":
+            self.evaluations.append(record)
+
+    def _on_launcher_line(self, text):
+        """Read torchrun's ChildFailedError report (the 'Root Cause' block)."""
+        if text.startswith("Root Cause"):
+            self._root_cause_next = True
+            return
+        if text.startswith("[") and text.endswith("]:") and text[1:-2].isdigit():
+            self._failure_block = {"root_cause": self._root_cause_next}
+            self._root_cause_next = False
+            self.launcher_failures.append(self._failure_block)
+            return
+        if self._failure_block is None:
+            return
+        key, sep, value = text.partition(":")
+        key = key.strip()
+        if not sep or key not in ("time", "host", "rank", "exitcode", "error_file", "traceback"):
+            if text.startswith("=") or text.startswith("-"):
+                self._failure_block = None
+            return
+        value = value.strip()
+        if key in ("rank", "exitcode"):
+            number = value.split(" ", 1)[0]
+            try:
+                self._failure_block[key] = int(number)
+            except ValueError:
+                self._failure_block[key] = value
+            if key == "rank" and "local_rank:" in value:
+                local = value.split("local_rank:", 1)[1].strip(" )")
+                if local.isdigit():
+                    self._failure_block["local_rank"] = int(local)
+        else:
+            self._failure_block[key] = value
+
+    # -- output ------------------------------------------------------------------
+
+    def _attribute_by_directory(self):
+        """Give a rank the lines of untagged files beside its metrics (torchrun's stderr.log)."""
+        dir_rank = {}
+        for source, rank in self._source_rank.items():
+            directory = os.path.dirname(source)
+            if rank is None or not directory:
+                continue
+            dir_rank[directory] = rank if dir_rank.get(directory, rank) == rank else None
+        for source in list(self._untagged_tail):
+            rank = dir_rank.get(os.path.dirname(source))
+            if rank is not None:
+                self._rank(rank).tail.extend(self._untagged_tail.pop(source))
+
+    def result(self):
+        self._attribute_by_directory()
+        ranks = [self._rank_summary(self.ranks[rank]) for rank in sorted(self.ranks)]
+        world_sizes = sorted(
+            {
+                state.run_start["world_size"]
+                for state in self.ranks.values()
+                if state.run_start and isinstance(state.run_start.get("world_size"), int)
+            }
+        )
+        epochs = self._epoch_table()
+        first_start = next((s.run_start for s in self.ranks.values() if s.run_start), None) or {}
+        result = {
+            "schema": SCHEMA,
+            "lines": self.lines,
+            "records": self.records,
+            "world_size": world_sizes[-1] if world_sizes else None,
+            "ranks_reporting": [summary["rank"] for summary in ranks],
+            "ranks": ranks,
+            "backend": first_start.get("backend"),
+            "model": first_start.get("model"),
+            "device": first_start.get("device"),
+            "epochs": epochs,
+            "loss": _loss_trend(epochs),
+            "throughput": {
+                "images_per_s": _round(sum(e["images_per_s"] for e in epochs[-1:] if e["images_per_s"])),
+                "ranks_counted": epochs[-1]["ranks"] if epochs else 0,
+            },
+            "checkpoints": self.checkpoints,
+            "resumes": self.resumes,
+            "skipped_checkpoints": self.skipped_checkpoints,
+            "evaluations": self.evaluations,
+            "restarts": max((state.attempt for state in self.ranks.values()), default=0),
+            "launcher_failures": self.launcher_failures,
+            "unattributed_tail": {name: list(tail) for name, tail in self._untagged_tail.items()},
+            "parse_warnings": self.parse_warnings,
+        }
+        return result
+
+    def _rank_summary(self, state):
+        epochs = [state.epochs[epoch] for epoch in sorted(state.epochs)]
+        if state.run_end is not None:
+            status = "ok" if state.run_end.get("status") == "ok" else "error"
+        elif state.run_start is not None:
+            status = "incomplete"
+        else:
+            status = "unknown"
+        last_step = state.last_step_record or {}
+        return {
+            "rank": state.rank,
+            "host": state.host,
+            "status": status,
+            "error": (state.run_end or {}).get("error"),
+            "attempt": state.attempt,
+            "epochs_completed": len(epochs),
+            "last_epoch": epochs[-1]["epoch"] if epochs else None,
+            "last_step": last_step.get("step"),
+            "first_loss": state.first_step_loss,
+            "first_epoch_loss": epochs[0].get("loss") if epochs else None,
+            "last_epoch_loss": epochs[-1].get("loss") if epochs else None,
+            "images_per_s": epochs[-1].get("images_per_s") if epochs else last_step.get("images_per_s"),
+            "sources": sorted(state.sources),
+            "last_lines": list(state.tail),
+        }
+
+    def _epoch_table(self):
+        """Per epoch: the loss averaged over ranks and the throughput summed over them."""
+        table = {}
+        for state in self.ranks.values():
+            for epoch, record in state.epochs.items():
+                row = table.setdefault(epoch, {"epoch": epoch, "losses": [], "ips": []})
+                if _is_number(record.get("loss")):
+                    row["losses"].append(record["loss"])
+                if _is_number(record.get("images_per_s")):
+                    row["ips"].append(record["images_per_s"])
+        rows = []
+        for epoch in sorted(table):
+            row = table[epoch]
+            losses = row["losses"]
+            rows.append(
+                {
+                    "epoch": epoch,
+                    "ranks": max(len(losses), len(row["ips"])),
+                    "loss": _round(sum(losses) / len(losses)) if losses else None,
+                    "images_per_s": _round(sum(row["ips"])) if row["ips"] else None,
+                }
+            )
+        return rows
+
+
+def _loss_trend(epochs):
+    losses = [row["loss"] for row in epochs if row["loss"] is not None]
+    if not losses:
+        return {"first": None, "last": None, "fell": None, "change_pct": None, "finite": None}
+    first, last = losses[0], losses[-1]
+    finite = all(loss == loss and abs(loss) != float("inf") for loss in losses)
+    change = _round((last - first) / first * 100.0) if first else None
+    return {
+        "first": first,
+        "last": last,
+        "fell": bool(len(losses) > 1 and last < first),
+        "change_pct": change,
+        "finite": finite,
+    }
+
+
+def check_expectations(result, expect):
+    """Return one message per expectation the parsed run does not meet."""
+    expect = expect or {}
+    failures = []
+    world_size = expect.get("world_size")
+    ranks = {summary["rank"]: summary for summary in result["ranks"]}
+    if world_size is not None:
+        missing = [rank for rank in range(world_size) if rank not in ranks]
+        if missing:
+            failures.append(
+                "ranks %s never reported metrics (expected %d ranks)" % (_ranks_text(missing), world_size)
+            )
+        if result["world_size"] is not None and result["world_size"] != world_size:
+            failures.append("the run had world size %s, expected %d" % (result["world_size"], world_size))
+    if expect.get("all_ranks_finished", world_size is not None):
+        failures.extend(_unfinished_rank_messages(result))
+    min_epochs = expect.get("min_epochs")
+    if min_epochs:
+        short = [s["rank"] for s in result["ranks"] if s["epochs_completed"] < min_epochs]
+        if short or not result["ranks"]:
+            failures.append(
+                "ranks %s completed fewer than %d epochs"
+                % (_ranks_text(short) if short else "(none reported)", min_epochs)
+            )
+    if expect.get("loss_decreases"):
+        trend = result["loss"]
+        if trend["first"] is None or len([e for e in result["epochs"] if e["loss"] is not None]) < 2:
+            failures.append("loss trend unknown: fewer than two epochs with a loss were reported")
+        elif not trend["finite"]:
+            failures.append("loss is not finite (NaN or inf) in the epoch records")
+        elif not trend["fell"]:
+            failures.append(
+                "loss did not fall: first epoch %.4f, last epoch %.4f" % (trend["first"], trend["last"])
+            )
+    if expect.get("checkpoint") and not result["checkpoints"]:
+        failures.append("no checkpoint was written (no 'checkpoint' record in the metrics)")
+    return failures
+
+
+def _unfinished_rank_messages(result):
+    """The rank that failed first gets the full story; ranks stopped because of it, a line."""
+    unfinished = [summary for summary in result["ranks"] if summary["status"] != "ok"]
+    if not unfinished:
+        return []
+    root_ranks = [f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")]
+    culprits = [s for s in unfinished if s["status"] == "error" or s["rank"] in root_ranks]
+    if not culprits:
+        culprits = unfinished
+    messages = [describe_rank_failure(s, result["launcher_failures"]) for s in culprits]
+    bystanders = [s["rank"] for s in unfinished if s not in culprits]
+    if bystanders:
+        messages.append(
+            "ranks %s stopped before finishing (terminated by the launcher after the "
+            "failure above)" % _ranks_text(bystanders)
+        )
+    return messages
+
+
+def describe_rank_failure(summary, launcher_failures=()):
+    """One message naming a rank that did not finish, why, and its last lines."""
+    rank = summary["rank"]
+    exit_info = next((f for f in launcher_failures if f.get("rank") == rank), None)
+    if summary["status"] == "error":
+        what = "failed"
+    elif exit_info is not None:
+        what = "exited"
+    else:
+        what = "stopped before finishing"
+    parts = ["rank %d %s" % (rank, what)]
+    if summary.get("host"):
+        parts.append("on host %s" % summary["host"])
+    if exit_info is not None and "exitcode" in exit_info:
+        parts.append("with exit code %s" % exit_info["exitcode"])
+        if exit_info.get("root_cause"):
+            parts.append("(first failure)")
+    message = " ".join(parts)
+    if summary.get("error"):
+        message += ": %s" % summary["error"]
+    if summary.get("last_lines"):
+        message += "\n  last lines of rank %d:\n    " % rank + "\n    ".join(summary["last_lines"])
+    return message
+
+
+def parse_training_logs(sources, tail_lines=DEFAULT_TAIL_LINES):
+    return TrainingLogParser(tail_lines=tail_lines).feed_sources(sources).result()
+
+
+def _pick(record, *keys):
+    return {key: record[key] for key in keys if key in record}
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _round(value):
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _ranks_text(ranks):
+    return ", ".join(str(rank) for rank in ranks)

@@ -1,0 +1,224 @@
+#!/usr/bin/python
+# Copyright: gpuops.training contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: training_log_info
+short_description: Read a training run's metrics from every rank's logs and judge the run
+description:
+  - Reads the JSON-lines metrics (schema C(gpuops.metrics/v1)) that the collection's trainer
+    prints on every rank, wherever they are: per-rank files written by torchrun, a launcher's
+    console log, or pod logs.
+  - Reports per-rank progress and status, the loss per epoch averaged over ranks, throughput,
+    checkpoints, resumes and restarts, and which rank failed first according to torchrun.
+  - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
+    a loss that did not fall, no checkpoint) into a failure whose message names the rank and
+    shows its last lines.
+version_added: 0.1.0
+author:
+  - gpuops.training contributors
+extends_documentation_fragment:
+  - gpuops.training.log_sources
+options:
+  expect:
+    description:
+      - Expectations the run must meet; each one left out is not checked.
+    type: dict
+    default: {}
+    suboptions:
+      world_size:
+        description:
+          - Number of ranks that must have reported. Also turns on O(expect.all_ranks_finished).
+        type: int
+      all_ranks_finished:
+        description:
+          - Every rank that reported must have ended with status C(ok).
+          - Defaults to V(true) when O(expect.world_size) is set.
+        type: bool
+      min_epochs:
+        description:
+          - Epochs every rank must have completed.
+        type: int
+      loss_decreases:
+        description:
+          - The loss averaged over ranks must be lower in the last epoch than in the first.
+        type: bool
+        default: false
+      checkpoint:
+        description:
+          - At least one checkpoint must have been written.
+        type: bool
+        default: false
+  tail_lines:
+    description:
+      - How many of each rank's last non-metrics lines to keep, to show with a failure.
+    type: int
+    default: 20
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Check that both ranks finished, the loss fell and a checkpoint was written
+  gpuops.training.training_log_info:
+    paths:
+      - "{{ run_dir }}/logs/**/*.log"
+    expect:
+      world_size: 2
+      loss_decreases: true
+      checkpoint: true
+  register: training
+
+- name: Read the metrics of a PyTorchJob's pods
+  gpuops.training.training_log_info:
+    pod_logs: "{{ pod_logs.results | map(attribute='log') | list }}"
+
+- name: Show the loss per epoch
+  ansible.builtin.debug:
+    msg: "{{ training.epochs | map(attribute='loss') | list }}"
+"""
+
+RETURN = r"""
+ok:
+  description: Whether every expectation in O(expect) held.
+  returned: always
+  type: bool
+failures:
+  description: One message per unmet expectation; a failed rank's message ends with its last lines.
+  returned: always
+  type: list
+  elements: str
+world_size:
+  description: World size the ranks reported in their C(run_start) records.
+  returned: always
+  type: int
+  sample: 2
+ranks_reporting:
+  description: Ranks that printed at least one metrics record.
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1]
+ranks:
+  description: One entry per rank.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rank: {description: The global rank., type: int, returned: always}
+    host: {description: Host name the rank ran on., type: str, returned: always}
+    status:
+      description:
+        - C(ok) or C(error) from the rank's C(run_end) record, C(incomplete) when the rank
+          started but never ended, C(unknown) when it never started.
+      type: str
+      returned: always
+    error: {description: The error the rank reported., type: str, returned: always}
+    attempt: {description: Highest torchrun restart attempt seen., type: int, returned: always}
+    epochs_completed: {description: Epoch records seen., type: int, returned: always}
+    last_step: {description: Global step of the last step record., type: int, returned: always}
+    first_epoch_loss: {description: Mean loss of the first epoch., type: float, returned: always}
+    last_epoch_loss: {description: Mean loss of the last epoch., type: float, returned: always}
+    images_per_s: {description: Throughput of the last epoch on this rank., type: float, returned: always}
+    last_lines: {description: Last non-metrics lines the rank printed., type: list, elements: str, returned: always}
+epochs:
+  description: Per epoch, the loss averaged over ranks and the throughput summed over ranks.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"epoch": 0, "ranks": 2, "loss": 1.62, "images_per_s": 7.9}]
+loss:
+  description: First and last epoch loss, whether it fell, and the change in percent.
+  returned: always
+  type: dict
+  sample: {"first": 1.62, "last": 0.91, "fell": true, "change_pct": -43.8, "finite": true}
+throughput:
+  description: Images per second of the last epoch, summed over ranks.
+  returned: always
+  type: dict
+  sample: {"images_per_s": 7.9, "ranks_counted": 2}
+backend:
+  description: Distributed backend the run used (C(nccl) or C(gloo)).
+  returned: always
+  type: str
+  sample: gloo
+checkpoints:
+  description: Checkpoints written, in order.
+  returned: always
+  type: list
+  elements: dict
+resumes:
+  description: Resumes from a checkpoint, one per rank and restart.
+  returned: always
+  type: list
+  elements: dict
+restarts:
+  description: Highest torchrun restart attempt any rank reported.
+  returned: always
+  type: int
+launcher_failures:
+  description: Failures torchrun reported (rank, exitcode, host, and which was the root cause).
+  returned: always
+  type: list
+  elements: dict
+parse_warnings:
+  description: Lines that looked like metrics but could not be read.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
+    SOURCE_ARGUMENT_SPEC,
+    LogSourceError,
+    sources_from_params,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
+    check_expectations,
+    parse_training_logs,
+)
+
+
+def main():
+    argument_spec = dict(
+        SOURCE_ARGUMENT_SPEC,
+        expect={
+            "type": "dict",
+            "default": {},
+            "options": {
+                "world_size": {"type": "int"},
+                "all_ranks_finished": {"type": "bool"},
+                "min_epochs": {"type": "int"},
+                "loss_decreases": {"type": "bool", "default": False},
+                "checkpoint": {"type": "bool", "default": False},
+            },
+        },
+        tail_lines={"type": "int", "default": 20},
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    expect = {key: value for key, value in module.params["expect"].items() if value is not None}
+    if module.params["tail_lines"] < 0:
+        module.fail_json(msg="tail_lines must be 0 or more, got %d" % module.params["tail_lines"])
+    try:
+        sources = sources_from_params(module.params)
+        result = parse_training_logs(sources, tail_lines=module.params["tail_lines"])
+    except (LogSourceError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    failures = check_expectations(result, expect)
+    result.update(changed=False, ok=not failures, failures=failures)
+    if failures:
+        module.fail_json(msg="training run check failed:\n- " + "\n- ".join(failures), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
