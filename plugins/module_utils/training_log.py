@@ -62,8 +62,8 @@ class TrainingLogParser:
         self.lines = 0
         self.records = 0
         self.launcher_failures = []
-        self._failure_block = None  # the torchrun failure entry being read
-        self._root_cause_next = False
+        self._report_section = None  # inside torchrun's failure report: "other" or "root"
+        self._failure_block = None  # the entry of that report being read
         # Lines that carry no rank tag are attributed to the one rank a source speaks for.
         self._source_rank = {}
         self._untagged_tail = {}
@@ -81,7 +81,7 @@ class TrainingLogParser:
             if record is not None:
                 self._on_record(source, record)
                 return
-        if "Root Cause" in stripped or self._failure_block is not None or "exitcode" in stripped:
+        if self._report_section is not None or stripped == "Failures:" or stripped.startswith("Root Cause"):
             self._on_launcher_line(stripped)
         rank = tags.get("rank") if tags else None
         if rank is None:
@@ -160,13 +160,19 @@ class TrainingLogParser:
             self.evaluations.append(record)
 
     def _on_launcher_line(self, text):
-        """Read torchrun's ChildFailedError report (the 'Root Cause' block)."""
+        """Read torchrun's ChildFailedError report: 'Failures:' and 'Root Cause' entries."""
+        if text == "Failures:":
+            self._report_section = "other"
+            return
         if text.startswith("Root Cause"):
-            self._root_cause_next = True
+            self._report_section = "root"
+            return
+        if text.startswith("=" * 8):
+            self._report_section = None  # the report's closing rule
+            self._failure_block = None
             return
         if text.startswith("[") and text.endswith("]:") and text[1:-2].isdigit():
-            self._failure_block = {"root_cause": self._root_cause_next}
-            self._root_cause_next = False
+            self._failure_block = {"root_cause": self._report_section == "root"}
             self.launcher_failures.append(self._failure_block)
             return
         if self._failure_block is None:
@@ -174,8 +180,6 @@ class TrainingLogParser:
         key, sep, value = text.partition(":")
         key = key.strip()
         if not sep or key not in ("time", "host", "rank", "exitcode", "error_file", "traceback"):
-            if text.startswith("=") or text.startswith("-"):
-                self._failure_block = None
             return
         value = value.strip()
         if key in ("rank", "exitcode"):

@@ -1,0 +1,84 @@
+"""The run_summary filter: what summary.json says about a run."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.training.plugins.filter.run_summary import FilterModule
+
+run_summary = FilterModule().filters()["run_summary"]
+
+RUN = {
+    "run_id": "r1",
+    "launcher": "local",
+    "run_dir": "/runs/r1",
+    "world_size": 2,
+    "rc": 0,
+    "timed_out": False,
+    "started": 100.0,
+    "ended": 160.5,
+    "log_paths": ["/runs/r1/logs/**/*.log"],
+}
+TRAINING = {
+    "failures": [],
+    "ranks": [{"rank": 0, "status": "ok"}, {"rank": 1, "status": "ok"}],
+    "ranks_reporting": [0, 1],
+    "backend": "gloo",
+    "epochs": [{"epoch": 0, "loss": 2.0}, {"epoch": 1, "loss": 1.0}],
+    "loss": {"first": 2.0, "last": 1.0, "fell": True},
+    "checkpoints": [{"path": "/ck/1.pt"}],
+    "restarts": 0,
+}
+NO_NCCL = {"failures": [], "nccl_used": False}
+
+
+def test_a_passing_gloo_run_says_nccl_was_not_used():
+    summary = run_summary(RUN, TRAINING, NO_NCCL)
+    assert summary["verdict"] == "passed"
+    assert summary["duration_s"] == 60.5
+    assert summary["checkpoints"] == {"count": 1, "last": {"path": "/ck/1.pt"}}
+    assert summary["nccl"]["used"] is False
+    assert summary["nccl"]["statement"] == (
+        "NCCL was not used: the run used the gloo backend, so there is no NCCL transport to verify."
+    )
+
+
+def test_an_nccl_run_states_its_transport():
+    nccl = {
+        "failures": [],
+        "nccl_used": True,
+        "nccl_version": "2.21.5",
+        "nranks": 2,
+        "init_complete_ranks": [0, 1],
+        "transport": "IB",
+        "gdr": True,
+    }
+    summary = run_summary(RUN, dict(TRAINING, backend="nccl"), nccl)
+    assert summary["nccl"]["statement"] == (
+        "NCCL 2.21.5: 2 of 2 ranks reached Init COMPLETE, transport IB with GPUDirect RDMA."
+    )
+
+
+def test_a_launcher_failure_fails_the_verdict_even_when_logs_look_fine():
+    summary = run_summary(dict(RUN, rc=1), TRAINING, NO_NCCL)
+    assert summary["verdict"] == "failed"
+    assert summary["failures"] == ["the launcher exited with code 1"]
+
+
+def test_a_timeout_is_the_first_failure():
+    summary = run_summary(
+        dict(RUN, rc=124, timed_out=True, timeout_s=60), dict(TRAINING, failures=["x"]), NO_NCCL
+    )
+    assert summary["failures"] == ["the launcher stopped the run after its timeout of 60 s", "x"]
+
+
+def test_log_check_failures_are_collected():
+    summary = run_summary(RUN, dict(TRAINING, failures=["rank 1 failed"]), dict(NO_NCCL, failures=["no IB"]))
+    assert summary["failures"] == ["rank 1 failed", "no IB"]
+
+
+@pytest.mark.parametrize("bad", [None, "text", ["list"]])
+def test_inputs_that_are_not_dicts_are_rejected_with_their_name(bad):
+    with pytest.raises(AnsibleFilterError, match="run_summary: training must be a dict"):
+        run_summary(RUN, bad, NO_NCCL)

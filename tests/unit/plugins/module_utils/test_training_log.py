@@ -1,0 +1,220 @@
+"""Tests of the trainer-metrics parser on logs shaped like real torchrun runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import LogSource, collect_sources
+from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
+    SCHEMA,
+    check_expectations,
+    parse_training_logs,
+)
+
+# torchrun's report when a worker exits non-zero (torch 2.x, copied from a real run here).
+TORCHRUN_FAILURE = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+gpuops_trainer.train FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_04:46:35
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : 3 (pid: 10306)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def record(event, rank, world_size=2, **fields):
+    base = {
+        "schema": SCHEMA,
+        "event": event,
+        "time": 1_700_000_000.0,
+        "rank": rank,
+        "local_rank": rank,
+        "world_size": world_size,
+        "host": "node-a",
+        "attempt": 0,
+    }
+    base.update(fields)
+    return json.dumps(base)
+
+
+def rank_lines(rank, losses, world_size=2, finish=True, error=None):
+    lines = [
+        record("run_start", rank, world_size, model="retinanet_resnet18_fpn", backend="gloo", device="cpu")
+    ]
+    step = 0
+    for epoch, loss in enumerate(losses):
+        step += 4
+        lines.append(
+            record("step", rank, world_size, epoch=epoch, iter=3, step=step, loss=loss + 0.1, lr=0.01)
+        )
+        lines.append(record("epoch", rank, world_size, epoch=epoch, step=step, loss=loss, images_per_s=4.0))
+        if rank == 0:
+            lines.append(record("checkpoint", 0, world_size, epoch=epoch, step=step, path=f"/ck/e{epoch}.pt"))
+    if finish:
+        lines.append(
+            record("run_end", rank, world_size, status="ok", epochs_completed=len(losses), step=step)
+        )
+    if error:
+        lines.append(record("run_end", rank, world_size, status="error", error=error))
+    return lines
+
+
+def write_torchrun_logs(tmp_path, per_rank):
+    """Lay files out the way torchrun --log-dir --redirects 3 does."""
+    for rank, (stdout, stderr) in per_rank.items():
+        directory = tmp_path / "logs" / "run_abc" / "attempt_0" / str(rank)
+        directory.mkdir(parents=True)
+        (directory / "stdout.log").write_text("\n".join(stdout) + "\n")
+        (directory / "stderr.log").write_text("\n".join(stderr) + "\n")
+    return [str(tmp_path / "logs" / "**" / "*.log")]
+
+
+def test_a_healthy_two_rank_run_meets_every_expectation(tmp_path):
+    paths = write_torchrun_logs(
+        tmp_path,
+        {0: (rank_lines(0, [2.0, 1.5, 1.1]), ["warming up"]), 1: (rank_lines(1, [2.2, 1.7, 1.3]), [])},
+    )
+    result = parse_training_logs(collect_sources(paths=paths))
+    assert result["world_size"] == 2
+    assert result["ranks_reporting"] == [0, 1]
+    assert [row["loss"] for row in result["epochs"]] == [2.1, 1.6, 1.2]
+    assert result["loss"]["fell"] is True
+    assert result["throughput"] == {"images_per_s": 8.0, "ranks_counted": 2}
+    assert len(result["checkpoints"]) == 3
+    assert result["backend"] == "gloo"
+    assert all(rank["status"] == "ok" for rank in result["ranks"])
+    expect = {"world_size": 2, "loss_decreases": True, "checkpoint": True, "min_epochs": 3}
+    assert check_expectations(result, expect) == []
+
+
+def test_a_crashed_rank_is_named_with_its_exit_code_and_last_lines(tmp_path):
+    traceback = ["Traceback (most recent call last):", '  File "train.py", line 9', "RuntimeError: boom"]
+    paths = write_torchrun_logs(
+        tmp_path,
+        {
+            0: (rank_lines(0, [2.0], finish=False), []),
+            1: (rank_lines(1, [2.1], finish=False, error="RuntimeError: boom"), traceback),
+        },
+    )
+    (tmp_path / "launcher.log").write_text(TORCHRUN_FAILURE)
+    paths.append(str(tmp_path / "launcher.log"))
+    result = parse_training_logs(collect_sources(paths=paths))
+    assert result["launcher_failures"] == [
+        {
+            "root_cause": True,
+            "time": "2026-11-22_04:46:35",
+            "host": "node-a",
+            "rank": 1,
+            "local_rank": 1,
+            "exitcode": 3,
+            "error_file": "<N/A>",
+            "traceback": "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        }
+    ]
+    failures = check_expectations(result, {"world_size": 2})
+    assert failures[0].startswith(
+        "rank 1 failed on host node-a with exit code 3 (first failure): RuntimeError: boom"
+    )
+    assert "RuntimeError: boom" in failures[0].splitlines()[-1]
+    assert "last lines of rank 1" in failures[0]
+    assert failures[1] == (
+        "ranks 0 stopped before finishing (terminated by the launcher after the failure above)"
+    )
+
+
+def test_a_rank_that_never_reported_is_missing():
+    content = "\n".join(rank_lines(0, [2.0, 1.0], world_size=2))
+    result = parse_training_logs([LogSource("content", text=content)])
+    assert check_expectations(result, {"world_size": 2}) == [
+        "ranks 1 never reported metrics (expected 2 ranks)"
+    ]
+
+
+def test_a_loss_that_did_not_fall_fails_the_expectation():
+    content = "\n".join(rank_lines(0, [1.0, 1.2], world_size=1))
+    result = parse_training_logs([LogSource("content", text=content)])
+    assert check_expectations(result, {"loss_decreases": True}) == [
+        "loss did not fall: first epoch 1.0000, last epoch 1.2000"
+    ]
+
+
+def test_a_single_epoch_cannot_show_a_trend():
+    result = parse_training_logs([LogSource("content", text="\n".join(rank_lines(0, [1.0], world_size=1)))])
+    assert check_expectations(result, {"loss_decreases": True}) == [
+        "loss trend unknown: fewer than two epochs with a loss were reported"
+    ]
+
+
+def test_non_finite_loss_is_reported():
+    lines = rank_lines(0, [1.0, 0.5], world_size=1)
+    lines = [line.replace('"loss": 0.5', '"loss": NaN') for line in lines]
+    result = parse_training_logs([LogSource("content", text="\n".join(lines))])
+    assert check_expectations(result, {"loss_decreases": True}) == [
+        "loss is not finite (NaN or inf) in the epoch records"
+    ]
+
+
+def test_no_checkpoint_is_reported_when_one_is_required():
+    lines = [line for line in rank_lines(0, [1.0, 0.5], world_size=1) if '"checkpoint"' not in line]
+    result = parse_training_logs([LogSource("content", text="\n".join(lines))])
+    assert check_expectations(result, {"checkpoint": True}) == [
+        "no checkpoint was written (no 'checkpoint' record in the metrics)"
+    ]
+
+
+def test_prefixed_and_interleaved_streams_are_attributed_to_their_ranks():
+    rank0 = [f"[default0]:{line}" for line in rank_lines(0, [2.0, 1.0])]
+    rank1 = [
+        f"[pod/job-worker-0/pytorch] 2026-11-22T04:00:00.000000000Z {line}"
+        for line in rank_lines(1, [2.0, 1.0])
+    ]
+    interleaved = [line for pair in itertools.zip_longest(rank0, rank1) for line in pair if line]
+    interleaved.append("[default1]:Traceback (most recent call last):")
+    result = parse_training_logs([LogSource("console", text="\n".join(interleaved))])
+    assert result["ranks_reporting"] == [0, 1]
+    assert result["ranks"][1]["last_lines"] == ["Traceback (most recent call last):"]
+    assert check_expectations(result, {"world_size": 2, "loss_decreases": True}) == []
+
+
+def test_a_restarted_run_counts_restarts_and_resumes_and_keeps_the_latest_epochs():
+    first = rank_lines(0, [2.0, 1.5], world_size=1, finish=False)
+    second = [
+        record("run_start", 0, 1, attempt=1, backend="gloo"),
+        record("resume", 0, 1, attempt=1, path="/ck/e1.pt", epoch=2, step=8),
+        record("epoch", 0, 1, attempt=1, epoch=2, step=12, loss=1.0, images_per_s=4.0),
+        record("run_end", 0, 1, attempt=1, status="ok"),
+    ]
+    result = parse_training_logs([LogSource("content", text="\n".join(first + second))])
+    assert result["restarts"] == 1
+    assert result["resumes"] == [{"rank": 0, "epoch": 2, "step": 8, "path": "/ck/e1.pt", "attempt": 1}]
+    assert [row["epoch"] for row in result["epochs"]] == [0, 1, 2]
+    assert result["ranks"][0]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        '{"schema": "gpuops.metrics/v1", "event": "step", "rank": 0, "loss": 1.2',  # cut short
+        '{"schema": "gpuops.metrics/v1", "event": "step"}',  # no rank
+        "\xff\xfe binary \x00 noise",
+        "{not json at all gpuops.metrics/v1",
+    ],
+)
+def test_broken_metrics_lines_become_parse_warnings_not_errors(garbage):
+    result = parse_training_logs([LogSource("content", text=garbage)])
+    assert result["records"] == 0
+    if garbage.startswith('{"schema"'):
+        assert result["parse_warnings"]
