@@ -15,7 +15,7 @@ COLLECTION_DIR := $(COLLECTIONS)/ansible_collections/gpuops/training
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := .build/gpuops-training-$(VERSION).tar.gz
 # Everything that goes into the collection artifact.
-COLLECTION_SOURCES := galaxy.yml README.md LICENSE meta/runtime.yml \
+COLLECTION_SOURCES := galaxy.yml README.md COPYING meta/runtime.yml \
 	$(shell find plugins roles playbooks inventories training/src training/pyproject.toml \
 	  tests/unit tests/sanity -type f -not -path '*/__pycache__/*' 2>/dev/null)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -65,9 +65,15 @@ ansible-lint: collection
 unit: collection
 	$(BIN)/python -m pytest tests/unit training/tests
 
-sanity: collection
+# ansible-test must run outside any git checkout (inside one it only sees tracked files),
+# so the built artifact is installed into a directory of its own under /tmp.
+SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpuops-training-sanity
+sanity: $(TARBALL)
 	$(BIN)/python tests/tools/offline_get_pip.py
-	cd $(COLLECTION_DIR) && $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no
+	rm -rf $(SANITY_ROOT)
+	$(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL) >/dev/null
+	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
+	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
 integration: collection
 	$(BIN)/python -m pytest tests/integration

@@ -1,5 +1,5 @@
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Options shared by every module that reads logs."""
 
 from __future__ import annotations

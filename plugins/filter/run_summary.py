@@ -1,5 +1,5 @@
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ name: run_summary
 short_description: Put a launched run and its log checks together into one summary
 version_added: 0.1.0
 author:
-  - gpuops.training contributors
+  - gpuops.training maintainers (@gpuops)
 description:
   - Combines the record a launcher leaves (C(training_job_result)) with the registered results
     of M(gpuops.training.training_log_info) and M(gpuops.training.nccl_log_info) into the

@@ -1,5 +1,5 @@
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read the trainer's JSON-lines metrics (schema ``gpuops.metrics/v1``) out of any log.
 
 The trainer prints one JSON object per line on every rank; those lines reach us mixed
@@ -12,6 +12,7 @@ lines each rank printed, and torchrun's report of which rank failed first.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import deque
 
@@ -305,7 +306,7 @@ def _loss_trend(epochs):
     if not losses:
         return {"first": None, "last": None, "fell": None, "change_pct": None, "finite": None}
     first, last = losses[0], losses[-1]
-    finite = all(loss == loss and abs(loss) != float("inf") for loss in losses)
+    finite = all(math.isfinite(loss) for loss in losses)
     change = _round((last - first) / first * 100.0) if first else None
     return {
         "first": first,

@@ -1,6 +1,6 @@
 #!/usr/bin/python
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ module: training_log_info
 short_description: Read a training run's metrics from every rank's logs and judge the run
 description:
   - Reads the JSON-lines metrics (schema C(gpuops.metrics/v1)) that the collection's trainer
-    prints on every rank, wherever they are: per-rank files written by torchrun, a launcher's
-    console log, or pod logs.
+    prints on every rank, wherever they are (per-rank files written by torchrun, a launcher's
+    console log, or pod logs).
   - Reports per-rank progress and status, the loss per epoch averaged over ranks, throughput,
     checkpoints, resumes and restarts, and which rank failed first according to torchrun.
   - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
@@ -19,7 +19,7 @@ description:
     shows its last lines.
 version_added: 0.1.0
 author:
-  - gpuops.training contributors
+  - gpuops.training maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.training.log_sources
 options:
@@ -63,6 +63,7 @@ attributes:
     description: The module only reads; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is nothing to show.
 """
 
 EXAMPLES = r"""

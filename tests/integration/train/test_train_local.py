@@ -1,0 +1,120 @@
+"""playbooks/train.yml with the local launcher: real torchrun, two gloo ranks, verified.
+
+These are the runs `make demo` does, on a temporary runs directory.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import types
+
+import pytest
+
+PLAYBOOK = "playbooks/train.yml"
+INVENTORY = "inventories/local"
+
+
+def only_run_dir(runs_dir: pathlib.Path) -> pathlib.Path:
+    run_dirs = [path for path in runs_dir.iterdir() if path.is_dir()]
+    assert len(run_dirs) == 1, run_dirs
+    return run_dirs[0]
+
+
+@pytest.fixture(scope="module")
+def healthy_run(run_playbook, tmp_path_factory):
+    runs_dir = tmp_path_factory.mktemp("runs")
+    run = run_playbook(PLAYBOOK, INVENTORY, {"training_job_runs_dir": str(runs_dir)})
+    return types.SimpleNamespace(run=run, runs_dir=runs_dir)
+
+
+def test_the_default_run_passes_verification(healthy_run):
+    assert healthy_run.run.rc == 0, healthy_run.run
+    run = healthy_run.run
+    assert "PASSED (2/2 ranks reported" in run.output
+
+
+def test_summary_json_shows_every_rank_a_falling_loss_and_a_checkpoint(healthy_run):
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdict"] == "passed"
+    assert summary["failures"] == []
+    assert summary["world_size"] == 2
+    assert summary["ranks_reporting"] == [0, 1]
+    assert [rank["status"] for rank in summary["ranks"]] == ["ok", "ok"]
+    assert summary["loss"]["fell"] is True
+    assert summary["loss"]["last"] < summary["loss"]["first"]
+    assert summary["checkpoints"]["count"] >= 1
+    checkpoint = pathlib.Path(summary["checkpoints"]["last"]["path"])
+    assert checkpoint.is_file() and checkpoint.is_relative_to(run_dir)
+    assert summary["throughput"]["images_per_s"] > 0
+    assert summary["backend"] == "gloo"
+
+
+def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["nccl"]["used"] is False
+    assert "NCCL was not used" in summary["nccl"]["statement"]
+    report = (run_dir / "summary.md").read_text()
+    assert "PASSED" in report and "NCCL was not used" in report
+    assert "| 1 |" in report  # a row for rank 1 in the per-rank table
+
+
+def test_every_rank_kept_its_output(healthy_run):
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    stdout_logs = sorted(run_dir.glob("logs/**/stdout.log"))
+    assert len(stdout_logs) == 2
+    settings = json.loads((run_dir / "run.json").read_text())
+    assert settings["nproc_per_node"] == 2
+    assert "--nproc-per-node=2" in settings["command"]
+
+
+def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {
+            "training_job_runs_dir": str(tmp_path),
+            "training_job_inject_fault": "1@3",
+            "training_job_epochs": 2,
+        },
+    )
+    assert run.rc != 0, run
+    assert "rank 1 failed" in run.output
+    assert "last lines of rank 1" in run.output
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["verdict"] == "failed"
+    assert summary["failures"][0].startswith("rank 1 failed")
+    assert "the launcher exited with code 1" in summary["failures"]
+
+
+@pytest.mark.parametrize(
+    ("extra_vars", "message"),
+    [
+        (
+            {"training_job_model": "yolo"},
+            "value of training_job_model must be one of: retinanet_resnet50_fpn, retinanet_resnet50_fpn_v2, "
+            "retinanet_resnet18_fpn, got: yolo",
+        ),
+        (
+            {"training_job_launcher": "slurm"},
+            "value of training_job_launcher must be one of: local, got: slurm",
+        ),
+        (
+            {"training_job_dataset": "coco"},
+            "training_job_dataset_path is required when training_job_dataset is coco",
+        ),
+        (
+            {"training_job_dataset": "coco", "training_job_dataset_path": "/nonexistent/coco"},
+            "training_job_dataset_path /nonexistent/coco is not a directory on localhost",
+        ),
+        ({"training_job_epochs": 0}, "training_job_epochs must be an integer of at least 1, got 0"),
+        ({"training_job_inject_fault": "rank1"}, "training_job_inject_fault must look like RANK@STEP"),
+    ],
+)
+def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_vars, message):
+    run = run_playbook(PLAYBOOK, INVENTORY, {"training_job_runs_dir": str(tmp_path / "runs"), **extra_vars})
+    assert run.rc != 0, run
+    assert message in " ".join(run.output.split()), run
+    assert not (tmp_path / "runs").exists()
