@@ -1,5 +1,5 @@
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read log lines from files, globs, inline text and Kubernetes pod logs.
 
 Every parser in this collection reads its input through this module, so they all
@@ -8,6 +8,8 @@ codes, CRI and RFC 3339 timestamps, ``kubectl logs --prefix`` pod prefixes, MPI
 ``[1,N]<stdout>:`` tags and torchrun ``[defaultN]:`` / ``[rankN]:`` tags.
 
 Lines are streamed one at a time: memory stays constant whatever the size of a file.
+:func:`scan_lines` goes further for parsers that only need lines holding a keyword: it
+searches large binary chunks in C and hands over only the lines that match.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import re
 
 # A line longer than this is cut; the rest of it is dropped, not treated as a new line.
 MAX_LINE_BYTES = 64 * 1024
+# Files are read in binary chunks of this size: large enough that the search for
+# interesting lines runs in C for long stretches, small enough to keep memory flat.
+READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
@@ -59,28 +64,134 @@ class LogSource:
     def raw_lines(self):
         """Yield the source's lines as bytes, each at most MAX_LINE_BYTES long."""
         if self.path is not None:
-            with open(self.path, "rb") as handle:
-                yield from _bounded_lines(handle)
+            for buffer, start, end in self.blocks():
+                lines = buffer[start:end].split(b"\n")
+                if buffer[end - 1 : end] == b"\n":
+                    lines.pop()  # split leaves an empty string after the final newline
+                for line in lines:
+                    yield line[:MAX_LINE_BYTES]
         else:
-            data = self.text
-            if isinstance(data, str):
-                data = data.encode("utf-8", "surrogateescape")
-            for line in data.splitlines():
+            for line in self._text_bytes().splitlines():
                 yield line[:MAX_LINE_BYTES]
 
+    def blocks(self):
+        """Yield ``(buffer, start, end)``: ``buffer[start:end]`` holds whole lines.
 
-def _bounded_lines(handle):
-    """Yield lines from a binary file, cutting any line longer than MAX_LINE_BYTES."""
-    while True:
-        line = handle.readline(MAX_LINE_BYTES)
-        if not line:
+        Files are read in large binary chunks; a block ends at a newline or at the end
+        of a line that grew past MAX_LINE_BYTES (its tail is then dropped, as
+        :meth:`raw_lines` does). Lines inside a block may still be longer than
+        MAX_LINE_BYTES: readers cut each line they use to that length. Inline text is
+        one block, with ``\r`` and ``\r\n`` turned into ``\n`` so its lines are the ones
+        :meth:`raw_lines` yields.
+        """
+        if self.path is None:
+            data = self._text_bytes()
+            if b"\r" in data:
+                data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if data:
+                yield data, 0, len(data)
             return
-        if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
-            # Skip the remainder of an over-long line so it is not read as new lines.
-            rest = line
-            while rest and not rest.endswith(b"\n"):
-                rest = handle.readline(MAX_LINE_BYTES)
-        yield line
+        with open(self.path, "rb") as handle:
+            yield from _file_blocks(handle)
+
+    def _text_bytes(self):
+        data = self.text
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        return data
+
+
+def _file_blocks(handle, chunk_bytes=None):
+    """Yield ``(buffer, start, end)`` blocks of whole lines from a binary file.
+
+    The buffers are the chunks as read, so the bulk of a file is never copied; only
+    the line that straddles two chunks is joined. Memory stays below two chunks plus
+    MAX_LINE_BYTES whatever the file holds.
+    """
+    chunk_bytes = chunk_bytes or READ_CHUNK_BYTES
+    carry = b""  # the start of a line the previous chunk cut
+    dropping = False  # inside the tail of an over-long line, up to its newline
+    while True:
+        data = handle.read(chunk_bytes)
+        if not data:
+            if carry:
+                yield carry, 0, len(carry)
+            return
+        first = data.find(b"\n")
+        if first < 0:
+            if not dropping:
+                carry += data
+                if len(carry) > MAX_LINE_BYTES:
+                    yield carry, 0, len(carry)
+                    carry, dropping = b"", True
+            continue
+        if dropping:
+            dropping = False
+        else:
+            head = carry + data[: first + 1] if carry else data[: first + 1]
+            yield head, 0, len(head)
+        last = data.rfind(b"\n")
+        if last > first:
+            yield data, first + 1, last + 1
+        carry = data[last + 1 :]
+        if len(carry) > MAX_LINE_BYTES:
+            yield carry, 0, len(carry)
+            carry, dropping = b"", True
+
+
+def strip_ansi(text):
+    """Remove ANSI colour and cursor codes from a line."""
+    return _ANSI_ESCAPE.sub("", text) if "\x1b" in text else text
+
+
+def scan_lines(source, needles, on_line):
+    """Call ``on_line(line_number, raw_line)`` for each line of ``source`` holding a needle.
+
+    ``needles`` are bytes; lines come in file order, once each, cut to MAX_LINE_BYTES
+    (a needle only in the cut-off tail does not count, as with :meth:`LogSource.raw_lines`).
+    Lines without any needle are never looked at from Python: the search runs in C over
+    large blocks, which is what makes big logs cheap. Returns the number of lines.
+    """
+    line_number = 0
+    for buffer, start, end in source.blocks():
+        cursor = start  # line_number counts the newlines before cursor
+        if len(needles) == 1:
+            matches = _needle_lines(buffer, start, end, needles[0])
+        else:
+            found = {}
+            for needle in needles:
+                for line_start, line_end in _needle_lines(buffer, start, end, needle):
+                    found[line_start] = line_end
+            matches = sorted(found.items())
+        for line_start, line_end in matches:
+            line_number += buffer.count(b"\n", cursor, line_start)
+            cursor = line_start
+            on_line(line_number + 1, buffer[line_start:line_end])
+        line_number += buffer.count(b"\n", cursor, end)
+        if buffer[end - 1 : end] != b"\n":
+            line_number += 1  # the last line of a file without a final newline, or a cut line
+    return line_number
+
+
+def _needle_lines(buffer, start, end, needle):
+    """Return ``(line_start, line_end)`` of each line of ``buffer[start:end]`` holding ``needle``."""
+    matches = []
+    find, rfind = buffer.find, buffer.rfind
+    position = find(needle, start, end)
+    while position >= 0:
+        line_start = rfind(b"\n", start, position) + 1 or start
+        line_end = find(b"\n", position, end)
+        if line_end < 0:
+            line_end = end
+        if line_end - line_start > MAX_LINE_BYTES:
+            line_end = line_start + MAX_LINE_BYTES
+            if position + len(needle) > line_end:
+                # The needle sits in the part of the line that is cut off.
+                position = find(needle, find(b"\n", position, end) + 1 or end, end)
+                continue
+        matches.append((line_start, line_end))
+        position = find(needle, line_end + 1, end)
+    return matches
 
 
 def normalize_line(raw):

@@ -1,6 +1,6 @@
 #!/usr/bin/python
-# Copyright: gpuops.training contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -9,17 +9,26 @@ DOCUMENTATION = r"""
 module: nccl_log_info
 short_description: Read NCCL debug output from every rank and report how the ranks connected
 description:
-  - Reads logs written with C(NCCL_DEBUG=INFO) and reports the NCCL and CUDA versions, every
-    communicator's rank, size, device and whether it reached C(Init COMPLETE), the network
-    transport (C(IB), C(Socket) or a net C(Plugin) such as aws-ofi-nccl), the InfiniBand or
-    RoCE devices, GPUDirect RDMA, the intra-node paths, and every WARN line.
+  - Reads logs written with C(NCCL_DEBUG=INFO) (NCCL 2.4 to 2.2x) and reports the NCCL and CUDA
+    versions, every communicator's rank, size, device and whether it reached C(Init COMPLETE),
+    the network transport (C(IB) with its InfiniBand or RoCE devices, C(Socket) with its
+    interfaces, or a net C(Plugin) such as aws-ofi-nccl with its provider), GPUDirect RDMA, the
+    intra-node paths (P2P/IPC, P2P/CUMEM, SHM, NVLS, CollNet), channel counts and every WARN line.
+  - Classifies the failures it recognises (memory registration and memlock, duplicate GPUs,
+    collective timeouts, socket connect failures, a peer that exited, CUDA out of memory,
+    /dev/shm, aborted communicators, unhandled system or CUDA errors, nccl-tests failures) and
+    names the remedy for each in RV(errors).
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
-    RV(nccl_used=false) instead of reporting success.
+    RV(nccl_used=false) instead of reporting success. When NCCL printed nothing but nccl-tests'
+    C(# Rank N ... on host) lines are there, the job size is read from them.
   - With O(expect), unmet expectations (a rank that never initialised, a TCP fallback when
-    InfiniBand was expected, no GPUDirect RDMA) become a failure with a clear message.
+    InfiniBand was expected, no GPUDirect RDMA, a classified error) become a failure whose message
+    names the field, what was expected, what was found and the remedy.
+  - Logs of any size are read in constant memory; lines without C(NCCL) are skipped by a search
+    that runs in C over large chunks of each file.
 version_added: 0.1.0
 author:
-  - gpuops.training contributors
+  - gpuops.training maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.training.log_sources
 options:
@@ -41,11 +50,18 @@ options:
       transport:
         description:
           - Network transport the ranks must have used.
+          - When C(IB) or C(Plugin) is expected and NCCL fell back to C(Socket), the message says
+            how to point NCCL at the RDMA network.
         type: str
         choices: [IB, Socket, Plugin]
       gdr:
         description:
           - GPUDirect RDMA must appear on the network channel lines.
+        type: bool
+        default: false
+      no_errors:
+        description:
+          - No failure may be classified in RV(errors); each one found becomes a message with its remedy.
         type: bool
         default: false
 attributes:
@@ -54,10 +70,15 @@ attributes:
     description: The module only reads; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is nothing to show.
+notes:
+  - The module never changes anything; it reports C(changed=false).
+seealso:
+  - module: gpuops.training.nccl_tests_info
 """
 
 EXAMPLES = r"""
-- name: Check that all 16 ranks initialised over InfiniBand with GPUDirect RDMA
+- name: Check that all 16 ranks initialised over InfiniBand with GPUDirect RDMA and no errors
   gpuops.training.nccl_log_info:
     paths:
       - "{{ run_dir }}/logs/**/*.log"
@@ -66,12 +87,24 @@ EXAMPLES = r"""
       nranks: 16
       transport: IB
       gdr: true
+      no_errors: true
   register: nccl
 
-- name: Say which transport a pod used
+- name: Read the logs of every worker pod
+  kubernetes.core.k8s_log:
+    namespace: training
+    name: "{{ item }}"
+  loop: "{{ worker_pods }}"
+  register: worker_logs
+
+- name: Say which transport the pods used, and why they failed if they did
   gpuops.training.nccl_log_info:
-    pod_logs: "{{ master_log }}"
+    pod_logs: "{{ worker_logs.results }}"
   register: nccl
+
+- name: Show the remedies
+  ansible.builtin.debug:
+    msg: "{{ nccl.errors | map(attribute='remedy') | list }}"
 """
 
 RETURN = r"""
@@ -80,14 +113,22 @@ ok:
   returned: always
   type: bool
 failures:
-  description: One message per unmet expectation.
+  description: One message per unmet expectation, naming the field, what was expected and what was found.
   returned: always
   type: list
   elements: str
 nccl_used:
-  description: Whether any NCCL line was found.
+  description: Whether any NCCL output was found (NCCL lines, the C(NCCL version) line or nccl-tests rank lines).
   returned: always
   type: bool
+lines:
+  description: Number of lines read from every source.
+  returned: always
+  type: int
+nccl_lines:
+  description: Number of NCCL INFO, WARN and TRACE lines (pieces of lines glued by interleaved writes count apart).
+  returned: always
+  type: int
 nccl_version:
   description: NCCL version from the C(NCCL version) line.
   returned: always
@@ -98,41 +139,77 @@ cuda_version:
   returned: always
   type: str
   sample: "12.5"
+hosts:
+  description: Host names seen in NCCL's line prefixes and nccl-tests' rank lines.
+  returned: always
+  type: list
+  elements: str
 nranks:
-  description: Size of the largest communicator seen.
+  description: Size of the largest communicator seen, or the number of ranks in nccl-tests' rank lines when NCCL printed no communicator.
   returned: always
   type: int
+nranks_source:
+  description: Where RV(nranks) came from, C(communicators) or C(nccl-tests); null when unknown.
+  returned: always
+  type: str
 init_complete_ranks:
-  description: Ranks of the largest communicator that reached C(Init COMPLETE).
+  description: Ranks of the largest communicator size whose every communicator reached C(Init COMPLETE).
   returned: always
   type: list
   elements: int
 missing_ranks:
-  description: Ranks of the largest communicator that did not reach C(Init COMPLETE).
+  description: Ranks below RV(nranks) that did not reach C(Init COMPLETE).
   returned: always
   type: list
   elements: int
 communicators:
-  description: Every communicator seen, with host, pid, rank, nranks, cuda_dev, bus_id and init_complete.
+  description: >-
+    The communicators seen (the first 4096, ordered by size and rank), with host, pid, comm
+    (address), comm_id, rank, nranks, cuda_dev, bus_id, nnodes and init_complete.
   returned: always
   type: list
   elements: dict
+communicator_count:
+  description: Number of communicators seen (up to 65536 are tracked; more are counted in RV(parse_warnings)).
+  returned: always
+  type: int
 transport:
   description: C(IB), C(Socket), C(Plugin), C(mixed), or null when no network was reported.
   returned: always
   type: str
 networks:
-  description: Network names from C(Using network) lines.
+  description: Network names from C(Using network) lines and C(via NET/...) paths (for example C(IB), C(AWS Libfabric)).
   returned: always
   type: list
   elements: str
+net_paths:
+  description: Distinct network paths of the channel lines (for example C(NET/IB/0/GDRDMA)).
+  returned: always
+  type: list
+  elements: str
+plugin:
+  description: >-
+    The net plugin when one was loaded: name, library (for example C(aws-ofi-nccl)), version,
+    provider (for example C(efa), C(cxi)) and coll_plugin (for example C(SHARP)); C(loaded=false)
+    when NCCL found none; null when the log does not say.
+  returned: always
+  type: dict
 ib_devices:
-  description: InfiniBand or RoCE devices NCCL used, with their link layer.
+  description: InfiniBand or RoCE devices NCCL used, with name, port and link (C(IB) or C(RoCE)).
   returned: always
   type: list
   elements: dict
+ib_no_device:
+  description: Whether NCCL printed C(NET/IB No device found).
+  returned: always
+  type: bool
 socket_ifaces:
   description: Interfaces the socket transport used.
+  returned: always
+  type: list
+  elements: str
+bootstrap_ifaces:
+  description: Interfaces NCCL's bootstrap used.
   returned: always
   type: list
   elements: str
@@ -141,17 +218,44 @@ gdr:
   returned: always
   type: bool
 p2p_types:
-  description: Intra-node and network paths seen on channel lines (for example C(P2P/IPC), C(SHM)).
+  description: Intra-node paths, normalised (C(P2P/IPC), C(P2P/CUMEM), C(SHM), C(NVLS), C(CollNet)).
   returned: always
   type: list
   elements: str
-warnings:
-  description: NCCL WARN lines (host, pid, message), the first 200.
+channels:
+  description: Highest channel counts seen (coll, collnet, nvls, p2p, p2p_per_peer).
+  returned: always
+  type: dict
+nccl_warnings:
+  description: >-
+    NCCL WARN lines (host, pid, message, line), the first 200. Not named C(warnings), which
+    Ansible keeps for the module's own warnings.
   returned: always
   type: list
   elements: dict
+warning_count:
+  description: Number of NCCL WARN lines.
+  returned: always
+  type: int
+errors:
+  description: >-
+    Classified failures, one per kind: kind, message, remedy, lines (up to 5 samples as
+    C(source:line: text)) and count.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - kind: memory_registration
+      message: NCCL could not register buffers with the network device (ibv_reg_mr / Unable to register memory)
+      remedy: Raise the locked-memory limit (RLIMIT_MEMLOCK) the containers get ...
+      lines: ["logs/rank3.log:3025: NET/OFI Unable to register memory (type = 2) for device 3."]
+      count: 16
+parse_warnings:
+  description: What could not be read (lines with invalid UTF-8, unreadable communicator lines), at most 50 and a count.
+  returned: always
+  type: list
+  elements: str
 """
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
@@ -176,15 +280,16 @@ def main():
                 "nranks": {"type": "int"},
                 "transport": {"type": "str", "choices": ["IB", "Socket", "Plugin"]},
                 "gdr": {"type": "bool", "default": False},
+                "no_errors": {"type": "bool", "default": False},
             },
         },
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    expect = {key: value for key, value in module.params["expect"].items() if value is not None}
+    expect = {key: value for key, value in (module.params["expect"] or {}).items() if value is not None}
     try:
         result = parse_nccl_logs(sources_from_params(module.params))
     except (LogSourceError, OSError) as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), changed=False)
     failures = check_expectations(result, expect)
     result.update(changed=False, ok=not failures, failures=failures)
     if failures:

@@ -1,0 +1,309 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Time the NCCL log parser against ``grep -c NCCL`` on a generated 1024-rank job log.
+
+Writes a log of the requested size into a temporary directory (NCCL 2.21-style INFO
+lines of every rank, interleaved, between torchrun training output with the prefixes
+collectors add), then runs ``grep -c NCCL`` and the parser (``parse_nccl_logs`` in a
+fresh Python process) on the same file, after reading it once so both find it in the
+page cache. Prints a JSON summary: wall-clock seconds of each, their ratio, the
+parser's peak RSS (measured with wait4 on its process) and what it found.
+
+    .venv/bin/python benchmarks/parse_speed/run.py --size 256MiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEV_COLLECTIONS = REPO_ROOT / ".build" / "dev-collections"
+
+UNITS = {"B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+GPUS_PER_NODE = 8
+CHANNELS = 16
+NICS = 8
+
+
+def parse_size(text):
+    text = text.strip().upper()
+    for unit in sorted(UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * UNITS[unit])
+    return int(text)
+
+
+def rank_init_lines(rank, nranks, round_index, rng):
+    """The NCCL INFO lines one rank prints while one communicator initialises."""
+    node, device = divmod(rank, GPUS_PER_NODE)
+    host = "trainer-worker-%d" % node
+    pid = 200 + device
+    prefix = "%s:%d:%d [%d] NCCL INFO " % (host, pid, pid, device)
+    init = "%s:%d:%d [%d] NCCL INFO " % (host, pid, 3000 + 10 * round_index + device, device)
+    comm = "0x%x" % (0x55D5F5000000 + (round_index << 20) + rank * 0x1000)
+    comm_id = "0x%016x" % (0x9D4C8C70B6800A00 + round_index)
+    bus = "%x000" % (0x18 + 0x10 * device)
+    nnodes = max(1, nranks // GPUS_PER_NODE)
+    hcas = " ".join("[%d]mlx5_%d:1/IB" % (nic, nic) for nic in range(NICS))
+    lines = [
+        prefix + "cudaDriverVersion 12040",
+        prefix + "Bootstrap : Using eth0:10.%d.%d.%d<0>" % (node >> 8, node & 255, 10 + device),
+        prefix + "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.",
+        prefix + "NCCL_IB_HCA set to mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
+        init + "NET/IB : Using %s [RO]; OOB eth0:10.%d.%d.%d<0>" % (hcas, node >> 8, node & 255, 10 + device),
+        init + "Using non-device net plugin version 0",
+        init + "Using network IB",
+        init + "DMA-BUF is available on GPU device %d" % device,
+        init
+        + "ncclCommInitRank comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId %s - Init START"
+        % (comm, rank, nranks, device, device, bus, comm_id),
+        init + "Setting affinity for GPU %d to ffffffff,00000000,ffffffff" % device,
+        init + "NVLS multicast support is available on dev %d" % device,
+        init
+        + "comm %s rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL 0"
+        % (comm, rank, nranks, nnodes, GPUS_PER_NODE, device),
+        init + "NVLS Head  %d: %s" % (device, " ".join(str(device + GPUS_PER_NODE * n) for n in range(8))),
+        init
+        + "Trees "
+        + " ".join("[%d] %d/-1/-1->%d->%d" % (c, rank + 8, rank, max(rank - 8, -1)) for c in range(8)),
+        init + "P2P Chunksize set to 131072",
+        init + "=== System : maxBw 48.0 totalBw 370.0 ===",
+        init + "CPU/0 (1/1/2)",
+        init + "+ PCI[48.0] - PCI/%s (1000c01010000000)" % bus,
+        init + "              + PCI[48.0] - GPU/%s (%d)" % (bus, device),
+        init + "                            + NVL[370.0] - NVS/0",
+        init + "Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 0",
+    ]
+    for channel in range(CHANNELS):
+        peer = rank - device + (device + 1) % GPUS_PER_NODE
+        lines.append(
+            init
+            + "Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read" % (channel, rank, device, peer, peer % 8)
+        )
+    for channel in range(CHANNELS):
+        nic = channel % NICS
+        remote = (rank + GPUS_PER_NODE) % nranks
+        lines.append(
+            init
+            + "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/IB/%d/GDRDMA"
+            % (channel, rank, device, remote, device, nic)
+        )
+        lines.append(
+            init
+            + "Channel %02d/0 : %d[%d] -> %d[%d] [receive] via NET/IB/%d/GDRDMA"
+            % (channel, remote, device, rank, device, nic)
+        )
+    lines += [
+        init + "Connected all rings, use ring PXN 0 GDR 1",
+        init + "Connected all trees",
+        init + "Connected NVLS tree",
+        init + "threadThresholds 8/8/64 | 8192/8/64 | 512 | 512",
+        init
+        + "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer",
+        init + "CC Off, workFifoBytes 1048576",
+        init + "TUNER/Plugin: Could not find: libnccl-tuner.so libnccl-net.so. Using internal tuner plugin.",
+        init + "ncclCommInitRank comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId %s"
+        " - Init COMPLETE" % (comm, rank, nranks, device, device, bus, comm_id),
+        init + "Init timings - ncclCommInitRank: rank %d nranks %d total %.2f (kernels 0.21, alloc 0.02, "
+        "bootstrap 1.10, allgathers 0.20, topo 0.30, graphs 0.05, connections 0.40, rest 0.03)"
+        % (rank, nranks, rng.uniform(1, 3)),
+    ]
+    if rank == 0:
+        lines.insert(1, prefix + "NCCL version 2.21.5+cuda12.4")
+    return lines
+
+
+def training_line(rank, step, rng):
+    """A line of ordinary training output, with the prefixes collectors add now and then."""
+    node = rank // GPUS_PER_NODE
+    text = "[rank%d]: step %d loss %.4f lr %.2e grad_norm %.3f tokens/s %.1f" % (
+        rank,
+        step,
+        rng.uniform(1.5, 3.0),
+        rng.uniform(1e-5, 3e-4),
+        rng.uniform(0.1, 2.0),
+        rng.uniform(2000, 4000),
+    )
+    kind = rng.random()
+    if kind < 0.3:
+        return "[pod/trainer-worker-%d/pytorch] 2025-05-01T10:%02d:%02d.%06dZ %s" % (
+            node,
+            step // 60 % 60,
+            step % 60,
+            rng.randrange(10**6),
+            text,
+        )
+    if kind < 0.35:
+        return (
+            "[rank%d]:[W501 10:00:00.000000000 ProcessGroupGloo.cpp:12] Warning: data loader is slow" % rank
+        )
+    return text
+
+
+def generate(path, size, nranks, nccl_share, seed):
+    """Write at least ``size`` bytes, ``nccl_share`` of them in NCCL lines; return counts.
+
+    The log ends after a whole communicator round, so it may run over ``size`` by up to
+    one round (about 16 MiB at 1024 ranks).
+    """
+    rng = random.Random(seed)
+    written = nccl_bytes = other_bytes = lines = nccl_lines = 0
+    step = 0
+    round_index = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        while written < size:
+            # One communicator initialising on every rank, the ranks' lines interleaved.
+            pending = [rank_init_lines(rank, nranks, round_index, rng) for rank in range(nranks)]
+            cursors = [0] * nranks
+            active = list(range(nranks))
+            batch = []
+            # A round always finishes: a log cut mid-init would report every rank as stuck.
+            while active:
+                rank = active[rng.randrange(len(active))]
+                line = pending[rank][cursors[rank]] + "\n"
+                cursors[rank] += 1
+                if cursors[rank] == len(pending[rank]):
+                    active.remove(rank)
+                batch.append(line)
+                nccl_bytes += len(line)
+                nccl_lines += 1
+                written += len(line)
+                # Keep the share of NCCL bytes near the target with training output.
+                while nccl_share < 1 and nccl_bytes > nccl_share * (nccl_bytes + other_bytes):
+                    other = training_line(rng.randrange(nranks), step, rng) + "\n"
+                    step += 1
+                    batch.append(other)
+                    other_bytes += len(other)
+                    written += len(other)
+                if len(batch) >= 4096:
+                    handle.write("".join(batch))
+                    lines += len(batch)
+                    batch = []
+            handle.write("".join(batch))
+            lines += len(batch)
+            round_index += 1
+    return {
+        "bytes": os.path.getsize(path),
+        "lines": lines,
+        "nccl_lines": nccl_lines,
+        "communicator_rounds": round_index,
+    }
+
+
+def run_measured(command):
+    """Run a command; return (wall seconds, peak RSS in MiB, stdout)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    stdout = process.stdout.read()
+    _pid, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):  # grep -c exits 1 when it counts nothing
+        raise SystemExit("%s failed with %d" % (command[0], process.returncode))
+    return wall, usage.ru_maxrss / 1024.0, stdout
+
+
+PARSER_SCRIPT = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import collect_sources
+from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import parse_nccl_logs
+started = time.perf_counter()
+result = parse_nccl_logs(collect_sources(paths=[sys.argv[2]]))
+print(json.dumps({
+    "parse_s": round(time.perf_counter() - started, 3),
+    "lines": result["lines"],
+    "nccl_lines": result["nccl_lines"],
+    "nranks": result["nranks"],
+    "init_complete_ranks": len(result["init_complete_ranks"]),
+    "transport": result["transport"],
+    "gdr": result["gdr"],
+    "p2p_types": result["p2p_types"],
+    "errors": len(result["errors"]),
+}))
+"""
+
+
+def ensure_dev_collection():
+    """Make ``ansible_collections.gpuops.training`` importable from this checkout, as tests do."""
+    link = DEV_COLLECTIONS / "ansible_collections" / "gpuops" / "training"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(REPO_ROOT, link.parent), link)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--size", default="1GiB", help="log size, e.g. 256MiB or 1GiB (default 1GiB)")
+    parser.add_argument("--ranks", type=int, default=1024, help="ranks in the job (default 1024)")
+    parser.add_argument(
+        "--nccl-share", type=float, default=0.5, help="share of the log's bytes in NCCL lines (default 0.5)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="time each command this many times, keep the best"
+    )
+    parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--dir", help="where to write the log (default: a new temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    args = parser.parse_args(argv)
+
+    ensure_dev_collection()
+    workdir = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="nccl-parse-speed-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / ("job-%dranks.log" % args.ranks)
+    try:
+        started = time.perf_counter()
+        generated = generate(log, parse_size(args.size), args.ranks, args.nccl_share, args.seed)
+        generate_s = time.perf_counter() - started
+        with open(log, "rb") as handle:  # warm the page cache so neither command pays for the disk
+            while handle.read(1 << 24):
+                pass
+        grep = min(run_measured(["grep", "-c", "NCCL", str(log)]) for _repeat in range(args.repeat))
+        python = min(
+            run_measured([sys.executable, "-c", PARSER_SCRIPT, str(DEV_COLLECTIONS), str(log)])
+            for _repeat in range(args.repeat)
+        )
+        found = json.loads(python[2])
+        summary = {
+            "log_bytes": generated["bytes"],
+            "log_lines": generated["lines"],
+            "nccl_lines_written": generated["nccl_lines"],
+            "nccl_share": args.nccl_share,
+            "ranks": args.ranks,
+            "communicator_rounds": generated["communicator_rounds"],
+            "generate_s": round(generate_s, 1),
+            "grep_s": round(grep[0], 3),
+            "grep_count": int(grep[2].strip() or 0),
+            "parser_s": round(python[0], 3),
+            "parser_parse_only_s": found.pop("parse_s"),
+            "ratio_to_grep": round(python[0] / grep[0], 2),
+            "parser_peak_rss_mib": round(python[1], 1),
+            "parser_mib_per_s": round(generated["bytes"] / (1 << 20) / python[0], 1),
+            "found": found,
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "load_average": [round(value, 2) for value in os.getloadavg()],
+        }
+        print(json.dumps(summary, indent=2))
+        return 0
+    finally:
+        if args.keep:
+            print("log kept at %s" % log, file=sys.stderr)
+        elif not args.dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+"""The NCCL log parser on every fixture, real and constructed, and on the cases they miss."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import LogSource, collect_sources
+from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
+    MAX_WARNINGS,
+    NcclLogParser,
+    check_expectations,
+    parse_nccl_logs,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import parse_nccl_tests
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
+SHARED_FIXTURES = pathlib.Path(
+    os.environ.get("GPUOPS_NCCL_FIXTURES") or REPO_ROOT / ".." / "shared" / "fixtures" / "nccl"
+)
+OWN_FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl"
+
+
+def index_cases():
+    cases = []
+    for directory in (SHARED_FIXTURES, OWN_FIXTURES):
+        index = directory / "INDEX.jsonl"
+        if not index.is_file():
+            cases.append(
+                pytest.param(None, None, marks=pytest.mark.skip(reason="no fixtures at %s" % directory))
+            )
+            continue
+        for line in index.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                cases.append(pytest.param(directory / entry["file"], entry["expect"], id=entry["file"]))
+    return cases
+
+
+def parse_both_ways(path):
+    """Parse with the fast scan and line by line; the two must agree exactly."""
+    sources = collect_sources(paths=[str(path)])
+    fast = parse_nccl_logs(sources)
+    slow = NcclLogParser().feed_sources_line_by_line(sources).result()
+    assert fast == slow
+    return fast
+
+
+@pytest.mark.parametrize(("path", "expect"), index_cases())
+def test_every_fixture_gives_the_facts_its_index_promises(path, expect):
+    result = parse_both_ways(path)
+    tests = parse_nccl_tests(collect_sources(paths=[str(path)]))
+    for key, expected in expect.items():
+        if key in ("nccl_version", "cuda_version", "nranks", "init_complete_ranks", "transport", "gdr"):
+            assert result[key] == expected, key
+        elif key == "p2p_types":
+            assert set(expected) <= set(result["p2p_types"]), result["p2p_types"]
+        elif key == "ib_devices":
+            assert set(expected) <= {device["name"] for device in result["ib_devices"]}
+        elif key == "socket_ifaces":
+            assert set(expected) <= set(result["socket_ifaces"])
+        elif key == "warn_lines":
+            messages = [warning["message"] for warning in result["nccl_warnings"]]
+            for text in expected:
+                assert any(text in message for message in messages), text
+        elif key == "errors":
+            found = [line for error in result["errors"] for line in error["lines"] + [error["message"]]]
+            for text in expected:
+                assert any(text in line for line in found), (text, found)
+            assert all(error["remedy"] for error in result["errors"])
+        elif key == "error_kinds":
+            assert sorted(error["kind"] for error in result["errors"]) == sorted(expected)
+        elif key == "nccl_tests_avg_busbw":
+            assert tests["avg_busbw"] == pytest.approx(expected)
+        elif key == "nccl_tests_rows":
+            assert tests["rows"] == expected
+        else:
+            pytest.fail("INDEX.jsonl has an expectation this test does not know: %s" % key)
+    assert result["parse_warnings"] == []
+
+
+def parse_text(text):
+    sources = [LogSource("log", text=text)]
+    fast = parse_nccl_logs(sources)
+    assert fast == NcclLogParser().feed_sources_line_by_line(sources).result()
+    return fast
+
+
+def test_a_log_without_nccl_says_so():
+    result = parse_text("epoch 1 loss 0.3\nusing gloo backend\n")
+    assert result["nccl_used"] is False
+    assert result["nranks"] is None
+    assert result["transport"] is None
+    assert result["gdr"] is None
+    assert check_expectations(result, {"nccl_used": True}) == [
+        "nccl_used: expected NCCL output, found no NCCL lines (set NCCL_DEBUG=INFO for every rank, and use "
+        "the nccl backend on GPUs)"
+    ]
+
+
+def test_old_nccl_lines_and_the_warn_prefix_with_a_source_location_are_read():
+    result = parse_text(
+        "node1:100:100 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\n"
+        "node1:100:120 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via P2P/IPC\n"
+        "node1:100:120 [0] NCCL INFO Ring 00 : 1[1] -> 2[0] [send] via NET/IB/0\n"
+        "node1:100:120 [0] NCCL INFO comm 0x7f5b8c001de0 rank 0 nranks 4 cudaDev 0 nvmlDev 0"
+        " - Init COMPLETE\n"
+        "node1:100:120 [0] init.cc:738 NCCL WARN Duplicate GPU detected : rank 0 and rank 1"
+        " both on CUDA device 1000\n"
+    )
+    assert result["transport"] == "IB"
+    assert result["gdr"] is False  # a network path without GDRDMA
+    assert result["p2p_types"] == ["P2P/IPC"]
+    assert result["init_complete_ranks"] == [0]
+    assert result["missing_ranks"] == [1, 2, 3]
+    assert result["nccl_warnings"][0] == {
+        "host": "node1",
+        "pid": 100,
+        "message": "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000",
+        "line": "log:5",
+    }
+    (error,) = result["errors"]
+    assert error["kind"] == "duplicate_gpu"
+    assert "torch.cuda.set_device" in error["remedy"]
+
+
+def test_glued_lines_are_split_and_each_piece_read():
+    result = parse_text(
+        "h:1:2 [1] NCCL INFO comm 0x1 rank 1 nrh:3:4 [0] NCCL INFO comm 0x2 rank 0 nranks 4 ch:1:2 [1] NCCL "
+        "INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'\n"
+    )
+    assert result["nccl_lines"] == 3
+    assert result["nranks"] == 4
+    assert result["gdr"] is False
+
+
+def test_gdr_is_read_from_plugin_paths_with_spaces_and_from_ring_lines():
+    result = parse_text(
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/AWS Libfabric/0/GDRDMA\n"
+    )
+    assert result["gdr"] is True
+    assert result["transport"] == "Plugin"
+    assert parse_text("h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n")["gdr"] is True
+    assert parse_text("h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 0\n")["gdr"] is False
+    assert (
+        parse_text("h:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n")["gdr"]
+        is False
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("P2P/IPC/read", "P2P/IPC"),
+        ("P2P/CUMEM/read", "P2P/CUMEM"),
+        ("P2P/direct pointer/read", "P2P/direct"),
+        ("SHM/direct/direct", "SHM"),
+        ("COLLNET/IBext/0/GDRDMA", "CollNet"),
+    ],
+)
+def test_intra_node_paths_are_normalised(path, kind):
+    assert parse_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via %s\n" % path)["p2p_types"] == [
+        kind
+    ]
+
+
+def test_nvls_is_reported_when_connected_or_given_channels():
+    assert "NVLS" in parse_text("h:1:2 [0] NCCL INFO Connected NVLS tree\n")["p2p_types"]
+    counts = parse_text(
+        "h:1:2 [0] NCCL INFO 16 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p channels, "
+        "2 p2p channels per peer\n"
+    )
+    assert counts["channels"] == {"coll": 16, "collnet": 0, "nvls": 16, "p2p": 16, "p2p_per_peer": 2}
+    assert counts["p2p_types"] == ["NVLS"]
+
+
+def test_collector_prefixes_colour_codes_and_bad_bytes_are_tolerated():
+    text = (
+        b"[pod/w-0/pytorch] 2025-05-01T10:00:00.000000000Z h:1:2 [0] NCCL INFO Using network IB\n"
+        b"2025-05-01T10:00:00.1Z stdout F h:1:2 [0] \x1b[33mNCCL WARN NET/IB : Got completion \xff\xfe"
+        b" with error 12\x1b[0m\n"
+        b"[1,3]<stdout>:h:1:2 [0] NCCL INFO comm 0xab rank 3 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE\n"
+    )
+    sources = [LogSource("log", text=text)]
+    result = parse_nccl_logs(sources)
+    assert result == NcclLogParser().feed_sources_line_by_line(sources).result()
+    assert result["transport"] == "IB"
+    assert result["warning_count"] == 1
+    assert "Got completion" in result["nccl_warnings"][0]["message"]
+    assert result["init_complete_ranks"] == [3]
+    assert result["parse_warnings"] == ["1 lines read held invalid UTF-8 (replaced)"]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        (
+            "h:1:2 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 96378)",
+            "shared_memory",
+        ),
+        (
+            "h:1:2 [0] NCCL WARN Net : Connect to 10.0.0.2<43211> failed : Connection refused",
+            "socket_connect",
+        ),
+        ("h:1:2 [0] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'", "cuda_out_of_memory"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_out_of_memory"),
+        ("RuntimeError: NCCL communicator was aborted on rank 3.", "aborted"),
+        ("h:1:2 [0] NCCL WARN NET/IB : Got completion from peer with error 12, opcode 0, len 0", None),
+    ],
+)
+def test_failures_are_classified_with_a_remedy(line, kind):
+    result = parse_text(line + "\n")
+    assert [error["kind"] for error in result["errors"]] == ([kind] if kind else [])
+    for error in result["errors"]:
+        assert error["count"] == 1
+        assert error["lines"] == ["log:1: " + line]
+        assert error["remedy"]
+
+
+IBV_REG_MR_WARN = (
+    "h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n"
+)
+
+
+def test_the_memlock_remedy_names_the_collection_roles():
+    (error,) = parse_text(IBV_REG_MR_WARN)["errors"]
+    for text in (
+        "gpuops.training.crio_limits",
+        "containerd_limits",
+        "machineconfig_limits",
+        "IPC_LOCK",
+        "ulimit -l",
+    ):
+        assert text in error["remedy"]
+
+
+def test_warnings_and_samples_are_bounded():
+    result = parse_text(IBV_REG_MR_WARN * (MAX_WARNINGS + 50))
+    assert result["warning_count"] == MAX_WARNINGS + 50
+    assert len(result["nccl_warnings"]) == MAX_WARNINGS
+    assert result["errors"][0]["count"] == MAX_WARNINGS + 50
+    assert len(result["errors"][0]["lines"]) == 5
+
+
+def test_a_rank_counts_as_initialised_only_when_every_communicator_completed():
+    result = parse_text(
+        "h:1:2 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n"
+        "h:3:4 [1] NCCL INFO comm 0xb rank 1 nranks 2 cudaDev 1 busId 2 - Init COMPLETE\n"
+        "h:1:2 [0] NCCL INFO ncclCommInitRank comm 0xc rank 0 nranks 2 cudaDev 0 busId 1 - Init START\n"
+        "h:1:2 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 - Destroy COMPLETE\n"
+    )
+    assert result["init_complete_ranks"] == [1]
+    assert result["missing_ranks"] == [0]
+    assert len(result["communicators"]) == 3
+
+
+def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
+    result = parse_text(
+        "#  Rank  0 Group  0 Pid 448056 on cnode2-001 device  0 [0000:9d:00] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid 392912 on cnode2-004 device  0 [0000:1b:00] NVIDIA H100 80GB HBM3\n"
+        "[Rank 0] step 10\n"
+    )
+    assert result["nranks"] == 2
+    assert result["nranks_source"] == "nccl-tests"
+    assert result["hosts"] == ["cnode2-001", "cnode2-004"]
+    assert result["nccl_used"] is True
+    # Init COMPLETE is not printed without NCCL_DEBUG=INFO: do not fail on it.
+    assert check_expectations(result, {"nranks": 2}) == []
+
+
+def test_unmet_expectations_name_field_expected_found_and_remedy():
+    result = parse_nccl_logs(collect_sources(paths=[str(OWN_FIXTURES / "socket-fallback-ib-profile.log")]))
+    failures = check_expectations(result, {"nccl_used": True, "nranks": 8, "transport": "IB", "gdr": True})
+    assert failures[0].startswith("nranks: expected a communicator of 8 ranks, found 4")
+    assert failures[1].startswith(
+        "init_complete_ranks: expected ranks 0-7 to reach Init COMPLETE, ranks 4, 5, 6, 7 did not"
+    )
+    assert failures[2].startswith("transport: expected IB, found Socket (NCCL fell back to TCP sockets.")
+    for text in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "gpuops.training.secondary_networks"):
+        assert text in failures[2]
+    assert failures[3].startswith("gdr: expected GPUDirect RDMA, found it disabled")
+    assert len(failures) == 4
+
+
+def test_no_errors_turns_each_classified_failure_into_a_message():
+    result = parse_nccl_logs(collect_sources(paths=[str(OWN_FIXTURES / "ibv-reg-mr-memlock.log")]))
+    failures = check_expectations(result, {"no_errors": True})
+    assert [failure.split(":")[1].split()[-1] for failure in failures] == [
+        "memory_registration",
+        "system_error",
+    ]
+    assert (
+        "ibv-reg-mr-memlock.log:14: gpu-node-a:41:59 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr"
+        in failures[0]
+    )
+    assert check_expectations(result, {}) == []
+
+
+def test_long_lines_are_cut_and_a_file_is_read_across_chunk_boundaries(tmp_path, monkeypatch):
+    from ansible_collections.gpuops.training.plugins.module_utils import log_sources
+
+    monkeypatch.setattr(log_sources, "READ_CHUNK_BYTES", 64)
+    lines = [
+        "h:1:2 [0] NCCL INFO Using network IB",
+        "x" * (log_sources.MAX_LINE_BYTES + 10) + " NCCL WARN hidden in the cut-off tail",
+        "h:1:2 [0] NCCL INFO comm 0xa rank 0 nranks 1 cudaDev 0 busId 1 - Init COMPLETE",
+        "h:1:2 [0] NCCL WARN last line without a newline",
+    ]
+    path = tmp_path / "rank0.log"
+    path.write_text("\n".join(lines))
+    result = parse_both_ways(path)
+    assert result["lines"] == 4
+    assert result["warning_count"] == 1
+    assert result["nccl_warnings"][0]["line"].endswith("rank0.log:4")
+    assert result["init_complete_ranks"] == [0]
