@@ -281,20 +281,23 @@ class TrainingLogParser:
         table = {}
         for state in self.ranks.values():
             for epoch, record in state.epochs.items():
-                row = table.setdefault(epoch, {"epoch": epoch, "losses": [], "ips": []})
+                row = table.setdefault(epoch, {"epoch": epoch, "losses": [], "medians": [], "ips": []})
                 if _is_number(record.get("loss")):
                     row["losses"].append(record["loss"])
+                if _is_number(record.get("loss_median")):
+                    row["medians"].append(record["loss_median"])
                 if _is_number(record.get("images_per_s")):
                     row["ips"].append(record["images_per_s"])
         rows = []
         for epoch in sorted(table):
             row = table[epoch]
-            losses = row["losses"]
+            losses, medians = row["losses"], row["medians"]
             rows.append(
                 {
                     "epoch": epoch,
                     "ranks": max(len(losses), len(row["ips"])),
-                    "loss": _round(sum(losses) / len(losses)) if losses else None,
+                    "loss": _mean(losses),
+                    "loss_median": _mean(medians),
                     "images_per_s": _round(sum(row["ips"])) if row["ips"] else None,
                 }
             )
@@ -302,9 +305,16 @@ class TrainingLogParser:
 
 
 def _loss_trend(epochs):
-    losses = [row["loss"] for row in epochs if row["loss"] is not None]
+    """First and last epoch loss and whether it fell.
+
+    The per-epoch median is compared when every epoch has one (the trainer records it):
+    one spiking step can swing a short epoch's mean, not its median.
+    """
+    key = "loss_median" if epochs and all(row.get("loss_median") is not None for row in epochs) else "loss"
+    measure = "median step loss per epoch" if key == "loss_median" else "mean step loss per epoch"
+    losses = [row[key] for row in epochs if row[key] is not None]
     if not losses:
-        return {"first": None, "last": None, "fell": None, "change_pct": None, "finite": None}
+        return {"first": None, "last": None, "fell": None, "change_pct": None, "finite": None, "measure": measure}
     first, last = losses[0], losses[-1]
     finite = all(math.isfinite(loss) for loss in losses)
     change = _round((last - first) / first * 100.0) if first else None
@@ -314,6 +324,7 @@ def _loss_trend(epochs):
         "fell": bool(len(losses) > 1 and last < first),
         "change_pct": change,
         "finite": finite,
+        "measure": measure,
     }
 
 
@@ -410,6 +421,10 @@ def _pick(record, *keys):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _mean(values):
+    return _round(sum(values) / len(values)) if values else None
 
 
 def _round(value):

@@ -218,3 +218,15 @@ def test_broken_metrics_lines_become_parse_warnings_not_errors(garbage):
     assert result["records"] == 0
     if garbage.startswith('{"schema"'):
         assert result["parse_warnings"]
+
+
+def test_the_trend_compares_epoch_medians_when_the_trainer_records_them():
+    # One spiking step lifts the last epoch's mean above the first; its median still fell.
+    lines = [
+        record("epoch", 0, 1, epoch=0, loss=1.8, loss_median=1.75),
+        record("epoch", 0, 1, epoch=1, loss=2.4, loss_median=1.5),
+    ]
+    result = parse_training_logs([LogSource("content", text="\n".join(lines))])
+    assert result["loss"]["measure"] == "median step loss per epoch"
+    assert (result["loss"]["first"], result["loss"]["last"], result["loss"]["fell"]) == (1.75, 1.5, True)
+    assert [row["loss"] for row in result["epochs"]] == [1.8, 2.4]

@@ -1,0 +1,35 @@
+"""Exit codes and the exceptions that map to them.
+
+Launchers such as Kubeflow's ``restartPolicy: ExitCode`` treat 1-127 as permanent failures and
+128+N (signals, OOM kills) as retryable, so deterministic problems get small codes here.
+"""
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # unexpected error (traceback printed), including injected faults
+EXIT_CONFIG = 2  # bad arguments or configuration: retrying cannot help
+EXIT_DATA = 3  # the dataset is unusable
+EXIT_NONFINITE = 4  # too many consecutive steps with a non-finite loss
+
+
+class TrainerError(Exception):
+    """Base class for failures that end the run with a specific exit code."""
+
+    exit_code = EXIT_FAILURE
+
+
+class ConfigError(TrainerError):
+    exit_code = EXIT_CONFIG
+
+
+class DataError(TrainerError):
+    exit_code = EXIT_DATA
+
+
+class NonFiniteLossError(TrainerError):
+    exit_code = EXIT_NONFINITE
+
+
+class InjectedFault(TrainerError):
+    """Raised by ``--inject-fault RANK@STEP:exit``: a clean, reported exit with status 1."""
+
+    exit_code = EXIT_FAILURE
