@@ -23,12 +23,26 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test venv collection lint ruff ansible-lint unit sanity integration molecule clean
+.PHONY: help demo test venv collection system-packages node-image harness-build lint ruff ansible-lint \
+	unit sanity integration molecule clean
 
 help:
 	@echo "make demo   - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
 	@echo "make test   - run every suite: lint, unit, sanity, integration, molecule"
 	@echo "make clean  - remove .venv, the installed collection and build outputs"
+
+# Debian packages the suites need (podman, runc, debootstrap, shellcheck, openssl).
+system-packages:
+	tests/tools/ensure-system-packages.sh
+
+# The systemd Debian image the node-role Molecule scenarios run in (built once per machine).
+node-image: system-packages
+	tests/podman/build-node-image.sh
+
+# kube-apiserver, etcd, kwok and the Training Operator, built through the Go module proxy
+# into a cache outside the repository (cold about 10 minutes, warm well under a second).
+harness-build: $(STAMP)
+	$(BIN)/python tests/harness/k8s_harness.py build
 
 $(STAMP): requirements-dev.txt constraints.txt training/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,17 +82,17 @@ unit: collection
 # ansible-test must run outside any git checkout (inside one it only sees tracked files),
 # so the built artifact is installed into a directory of its own under /tmp.
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpuops-training-sanity
-sanity: $(TARBALL)
+sanity: $(TARBALL) system-packages
 	$(BIN)/python tests/tools/offline_get_pip.py
 	rm -rf $(SANITY_ROOT)
 	$(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL) >/dev/null
 	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
-integration: collection
+integration: collection harness-build
 	$(BIN)/python -m pytest tests/integration
 
-molecule: collection
+molecule: collection node-image harness-build
 	$(BIN)/molecule test --all
 
 clean:

@@ -1,0 +1,94 @@
+"""pytest fixtures for the real Kubernetes test harness (k8s_harness.py).
+
+Use from a conftest.py (importing the fixtures works wherever the conftest
+sits, unlike `pytest_plugins`, which pytest accepts only in top-level
+conftests)::
+
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
+    from pytest_plugin import k8s_cluster, k8s_namespace  # noqa: F401
+
+`k8s_cluster` (session) brings the harness up, or reuses one that is already
+running, and stops it afterwards only if it started it. A harness that cannot
+start makes the tests fail, never skip. Set GPUOPS_HARNESS_KEEP=1 to leave a
+cluster this session started running for inspection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from k8s_harness import Harness, HarnessError  # noqa: E402
+
+
+class K8sCluster:
+    """What tests get from the `k8s_cluster` fixture."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.kubeconfig: Path = harness.kubeconfig
+        self.server_url: str = harness.server_url
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the harness's kubectl against this cluster; raises on failure if check."""
+        return self.harness.kubectl(*args, input=input, check=check, timeout=timeout)
+
+    def apply(self, *documents: dict) -> None:
+        """Server-side apply of manifests given as dicts."""
+        self.harness.apply(documents)
+
+    def serve_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        text_or_path: str | os.PathLike,
+        container: str | None = None,
+    ) -> Path:
+        """Serve this log for the pod: a str is the log text, a Path a file to read.
+
+        Plain text is converted to the CRI log format kwok requires. Works
+        before or after the pod exists.
+        """
+        return self.harness.serve_pod_log(namespace, pod_name, text_or_path, container)
+
+    def api_client(self):
+        """A `kubernetes` Python client ApiClient configured for this cluster."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[K8sCluster]:
+    harness = Harness()
+    try:
+        started_here = harness.up()
+    except HarnessError as exc:
+        pytest.fail(f"the Kubernetes test harness did not start: {exc}", pytrace=False)
+    yield K8sCluster(harness)
+    if started_here and not os.environ.get("GPUOPS_HARNESS_KEEP"):
+        harness.down()
+
+
+@pytest.fixture
+def k8s_namespace(k8s_cluster: K8sCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, deleted afterwards."""
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{base}-{secrets.token_hex(3)}"
+    k8s_cluster.kubectl("create", "namespace", name)
+    # Pods are rejected until the namespace's `default` ServiceAccount exists.
+    k8s_cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    yield name
+    # Do not wait: kwok deletes the pods, the namespace controller the rest.
+    k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
