@@ -264,6 +264,7 @@ class TrainingLogParser:
             "host": state.host,
             "status": status,
             "error": (state.run_end or {}).get("error"),
+            "error_time": (state.run_end or {}).get("time") if status == "error" else None,
             "attempt": state.attempt,
             "epochs_completed": len(epochs),
             "last_epoch": epochs[-1]["epoch"] if epochs else None,
@@ -314,7 +315,14 @@ def _loss_trend(epochs):
     measure = "median step loss per epoch" if key == "loss_median" else "mean step loss per epoch"
     losses = [row[key] for row in epochs if row[key] is not None]
     if not losses:
-        return {"first": None, "last": None, "fell": None, "change_pct": None, "finite": None, "measure": measure}
+        return {
+            "first": None,
+            "last": None,
+            "fell": None,
+            "change_pct": None,
+            "finite": None,
+            "measure": measure,
+        }
     first, last = losses[0], losses[-1]
     finite = all(math.isfinite(loss) for loss in losses)
     change = _round((last - first) / first * 100.0) if first else None
@@ -372,10 +380,16 @@ def _unfinished_rank_messages(result):
     unfinished = [summary for summary in result["ranks"] if summary["status"] != "ok"]
     if not unfinished:
         return []
-    root_ranks = [f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")]
-    culprits = [s for s in unfinished if s["status"] == "error" or s["rank"] in root_ranks]
+    # torchrun names the first failure; without its report, the earliest error reported
+    # is the cause (the other ranks' errors are the broken collectives that followed).
+    root_ranks = {f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")}
+    culprits = [s for s in unfinished if s["rank"] in root_ranks]
     if not culprits:
-        culprits = unfinished
+        errors = sorted(
+            (s for s in unfinished if s["status"] == "error"),
+            key=lambda s: s["error_time"] if s["error_time"] is not None else float("inf"),
+        )
+        culprits = errors[:1] or unfinished
     messages = [describe_rank_failure(s, result["launcher_failures"]) for s in culprits]
     bystanders = [s["rank"] for s in unfinished if s not in culprits]
     if bystanders:

@@ -230,3 +230,35 @@ def test_the_trend_compares_epoch_medians_when_the_trainer_records_them():
     assert result["loss"]["measure"] == "median step loss per epoch"
     assert (result["loss"]["first"], result["loss"]["last"], result["loss"]["fell"]) == (1.75, 1.5, True)
     assert [row["loss"] for row in result["epochs"]] == [1.8, 2.4]
+
+
+def test_the_first_failure_is_blamed_not_the_ranks_whose_collectives_broke_after_it():
+    # Rank 1 fails first; rank 0 then reports gloo's broken-connection error. Without
+    # torchrun's report, the earliest error decides.
+    rank0 = rank_lines(0, [2.0], finish=False)
+    rank0.append(
+        record("run_end", 0, 2, status="error", error="RuntimeError: gloo connection closed", time=20.0)
+    )
+    rank1 = rank_lines(1, [2.1], finish=False)
+    rank1.append(record("run_end", 1, 2, status="error", error="InjectedFault: rank 1 at step 3", time=10.0))
+    result = parse_training_logs(
+        [LogSource("r0", text="\n".join(rank0)), LogSource("r1", text="\n".join(rank1))]
+    )
+    failures = check_expectations(result, {"world_size": 2})
+    assert failures[0].startswith("rank 1 failed on host node-a: InjectedFault: rank 1 at step 3")
+    assert failures[1].startswith("ranks 0 stopped before finishing")
+
+
+def test_torchrun_root_cause_wins_over_error_times():
+    rank0 = rank_lines(0, [2.0], finish=False)
+    rank0.append(record("run_end", 0, 2, status="error", error="gloo connection closed", time=1.0))
+    rank1 = rank_lines(1, [2.1], finish=False)
+    launcher = TORCHRUN_FAILURE
+    result = parse_training_logs(
+        [
+            LogSource(n, text=t)
+            for n, t in (("r0", "\n".join(rank0)), ("r1", "\n".join(rank1)), ("l", launcher))
+        ]
+    )
+    failures = check_expectations(result, {"world_size": 2})
+    assert failures[0].startswith("rank 1 exited on host node-a with exit code 3 (first failure)")
