@@ -44,7 +44,9 @@ SHM_REMEDY = (
     "enlarge /dev/shm (mount -o remount,size=...) on the node, or mount an emptyDir with "
     "medium Memory at /dev/shm in the pods"
 )
-GPU_REMEDY = "install the NVIDIA driver (nvidia-smi must list the GPUs) or check the GPU operator's driver pods"
+GPU_REMEDY = (
+    "install the NVIDIA driver (nvidia-smi must list the GPUs) or check the GPU operator's driver pods"
+)
 IB_REMEDY = (
     "check the cables and the subnet manager (opensm) or the RoCE switch ports, and load the RDMA "
     "modules with gpuops.training.rdma_modules"
@@ -115,7 +117,7 @@ def parse_nvidia_smi_csv(text, fields=NVIDIA_SMI_FIELDS):
         values = [value.strip() for value in line.split(",")]
         if len(values) != len(fields):
             raise PreflightError("expected %d fields per GPU line, got %r" % (len(fields), line))
-        gpu = dict(zip(fields, values))
+        gpu = dict(zip(fields, values, strict=True))
         if "index" in gpu and gpu["index"].isdigit():
             gpu["index"] = int(gpu["index"])
         if "memory.total" in gpu:
@@ -238,7 +240,12 @@ def evaluate(facts, thresholds):
                     ""
                     if ok
                     else "memlock of a login shell of %s is %s, need %s: %s"
-                    % (login.get("user"), describe_kib(memlock["soft"]), describe_kib(needed_memlock), LOGIN_REMEDY)
+                    % (
+                        login.get("user"),
+                        describe_kib(memlock["soft"]),
+                        describe_kib(needed_memlock),
+                        LOGIN_REMEDY,
+                    )
                 )
             checks.append({"name": "memlock_login", "ok": ok, "message": message})
 
@@ -251,7 +258,9 @@ def evaluate(facts, thresholds):
             {
                 "name": "shm",
                 "ok": ok,
-                "message": "" if ok else "/dev/shm is %s, need at least %d MiB: %s" % (shown, min_shm, SHM_REMEDY),
+                "message": ""
+                if ok
+                else "/dev/shm is %s, need at least %d MiB: %s" % (shown, min_shm, SHM_REMEDY),
             }
         )
 
@@ -277,7 +286,9 @@ def evaluate(facts, thresholds):
         active = [port for port in ports if port["state"] == "ACTIVE"]
         ok = len(active) >= min_active
         inactive = ", ".join(
-            "%s/%s is %s" % (port["device"], port["port"], port["state"]) for port in ports if port["state"] != "ACTIVE"
+            "%s/%s is %s" % (port["device"], port["port"], port["state"])
+            for port in ports
+            if port["state"] != "ACTIVE"
         )
         checks.append(
             {
@@ -285,6 +296,9 @@ def evaluate(facts, thresholds):
                 "ok": ok,
                 "message": ""
                 if ok
+                else "found no InfiniBand/RoCE ports under /sys/class/infiniband, need %d ACTIVE: %s"
+                % (min_active, IB_REMEDY)
+                if not ports
                 else "%d of %d InfiniBand/RoCE ports are ACTIVE%s, need %d: %s"
                 % (len(active), len(ports), " (%s)" % inactive if inactive else "", min_active, IB_REMEDY),
             }

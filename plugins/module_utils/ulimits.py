@@ -146,8 +146,8 @@ def parse_ulimit(entry):
             raise UlimitError("ulimit entry %r has a value above %d" % (entry, MAX_LIMIT))
     if _limit_rank(soft) > _limit_rank(hard):
         raise UlimitError(
-            "ulimit entry %r has a soft limit above its hard limit; the soft limit must not exceed the hard one"
-            % (entry,)
+            "ulimit entry %r has a soft limit above its hard limit; "
+            "the soft limit must not exceed the hard one" % (entry,)
         )
     return Ulimit(name, soft, hard)
 
@@ -194,8 +194,10 @@ def render_crio_dropin(entries):
     limits = parse_ulimits(entries)
     lines = ["[crio.runtime]"]
     if limits:
+        # One entry per line, as in the MachineConfig OpenShift users already know; no
+        # trailing comma, which older TOML parsers reject.
         lines.append("default_ulimits = [")
-        lines.extend('\t"%s",' % limit for limit in limits)
+        lines.append(",\n".join('\t"%s"' % limit for limit in limits))
         lines.append("]")
     else:
         lines.append("default_ulimits = []")
@@ -333,8 +335,7 @@ def render_pam_limits(entries):
     rows = [(limit.domain, limit.type, limit.item, str(limit.value)) for limit in limits]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     lines = [
-        "%s  %s  %s  %s"
-        % (row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]), row[3])
+        "%s  %s  %s  %s" % (row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]), row[3])
         for row in rows
     ]
     return "\n".join(lines) + "\n"
