@@ -1,0 +1,236 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mcp_wait
+short_description: Wait until OpenShift MachineConfigPools have rolled out their MachineConfigs
+description:
+  - Polls each MachineConfigPool in O(pools) until it has really rolled out, and fails
+    after O(timeout) seconds naming every pool that has not, with its conditions.
+  - A pool counts as rolled out only when C(status.observedGeneration) has caught up with
+    C(metadata.generation), C(status.configuration.name) equals C(spec.configuration.name),
+    C(status.configuration.source) lists every MachineConfig in O(machine_configs) and in the
+    pool's entry of O(pool_machine_configs) and none in
+    O(removed_machine_configs), the rendered configuration differs from the one given for the
+    pool in O(previous_rendered), C(updatedMachineCount) equals C(machineCount),
+    C(degradedMachineCount) is 0, and the conditions are Updated=True, Updating=False and
+    Degraded=False.
+  - Checking the Updated condition alone passes too early, because right after a
+    MachineConfig is applied the pool still reports the old rendered configuration as Updated.
+  - A pool that does not exist fails at once.
+version_added: 0.1.0
+author:
+  - gpuops.training maintainers (@gpuops)
+options:
+  pools:
+    description: Names of the MachineConfigPools to wait for, for example V(worker).
+    type: list
+    elements: str
+    required: true
+  machine_configs:
+    description: MachineConfigs every pool's rendered configuration must include.
+    type: list
+    elements: str
+    default: []
+  pool_machine_configs:
+    description:
+      - Per pool, further MachineConfigs its rendered configuration must include, as a dict
+        of pool name to a list of names; for MachineConfigs that only some pools select.
+    type: dict
+    default: {}
+  removed_machine_configs:
+    description: MachineConfigs each pool's rendered configuration must no longer include.
+    type: list
+    elements: str
+    default: []
+  previous_rendered:
+    description:
+      - Per pool, the rendered configuration it ran before a MachineConfig's content changed;
+        the wait then also needs the pool to have moved on to another one.
+      - A changed MachineConfig keeps its name in C(source), so this is what tells the old
+        render from the new one. Leave a pool out when nothing it renders changed.
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds to wait for all pools together before failing.
+    type: int
+    default: 3600
+  poll_interval:
+    description: Seconds between two reads of the pools.
+    type: int
+    default: 10
+  kubeconfig:
+    description:
+      - Path to the kubeconfig file. Without it the environment variable
+        E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG) and C(~/.kube/config), then the
+        in-cluster service account are used.
+    type: path
+  context:
+    description: Context of the kubeconfig to use; its current context when not given.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads the pools; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is nothing to show.
+requirements:
+  - kubernetes (the Python client)
+seealso:
+  - module: kubernetes.core.k8s_info
+"""
+
+EXAMPLES = r"""
+- name: Wait until the worker and gpu pools run a configuration with the CRI-O ulimits
+  gpuops.training.mcp_wait:
+    pools: [worker, gpu]
+    pool_machine_configs:
+      worker: [99-worker-crio-ulimits]
+      gpu: [99-gpu-crio-ulimits]
+    timeout: 3600
+
+- name: Wait for a changed MachineConfig to replace the rendered configuration seen before
+  gpuops.training.mcp_wait:
+    pools: [worker]
+    machine_configs: [99-worker-crio-ulimits]
+    previous_rendered:
+      worker: rendered-worker-5f1c0b8a7e0d4c1f9a3b2c6d8e7f6a5b
+"""
+
+RETURN = r"""
+pools:
+  description:
+    - Per pool, the verdict of the last read - C(name), C(done), C(degraded), C(pending) (one
+      line per unmet check), C(rendered_configuration), C(wanted_configuration), C(source),
+      the machine counts and C(conditions) (a one-line summary).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: worker
+      done: true
+      degraded: false
+      pending: []
+      rendered_configuration: rendered-worker-5f1c0b8a
+      wanted_configuration: rendered-worker-5f1c0b8a
+      source: [00-worker, 99-worker-crio-ulimits]
+      machine_count: 3
+      updated_machine_count: 3
+      degraded_machine_count: 0
+      conditions: "Updated=True, Updating=False, Degraded=False"
+elapsed:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+"""
+
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.gpuops.training.plugins.module_utils.mcp import pool_rollout, timeout_message
+
+try:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+GROUP = "machineconfiguration.openshift.io"
+VERSION = "v1"
+PLURAL = "machineconfigpools"
+
+
+def api_client(kubeconfig, context):
+    """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
+    try:
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
+    except config.ConfigException:
+        if kubeconfig:
+            raise
+        config.load_incluster_config()
+        return client.ApiClient()
+
+
+def read_pool(custom_objects, name):
+    return custom_objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "pools": {"type": "list", "elements": "str", "required": True},
+            "machine_configs": {"type": "list", "elements": "str", "default": []},
+            "pool_machine_configs": {"type": "dict", "default": {}},
+            "removed_machine_configs": {"type": "list", "elements": "str", "default": []},
+            "previous_rendered": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 3600},
+            "poll_interval": {"type": "int", "default": 10},
+            "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
+            "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
+        },
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    if not params["pools"]:
+        module.fail_json(msg="pools must name at least one MachineConfigPool")
+    if params["timeout"] < 0 or params["poll_interval"] < 1:
+        module.fail_json(msg="timeout must be 0 or more and poll_interval at least 1 second")
+
+    expected_by_pool = {}
+    for pool_name, names in params["pool_machine_configs"].items():
+        if isinstance(names, str) or not isinstance(names, list):
+            module.fail_json(msg="pool_machine_configs[%s] must be a list of MachineConfig names" % pool_name)
+        expected_by_pool[pool_name] = [str(name) for name in names]
+
+    try:
+        custom_objects = client.CustomObjectsApi(api_client(params["kubeconfig"], params["context"]))
+    except Exception as error:  # the kubernetes client raises several unrelated types here
+        module.fail_json(msg="cannot configure the Kubernetes client: %s" % error)
+
+    started = time.monotonic()
+    deadline = started + params["timeout"]
+    while True:
+        verdicts = []
+        for name in params["pools"]:
+            try:
+                pool = read_pool(custom_objects, name)
+            except ApiException as error:
+                if error.status == 404:
+                    module.fail_json(msg="MachineConfigPool %s not found" % name, pools=verdicts)
+                module.fail_json(
+                    msg="cannot read MachineConfigPool %s: %s %s" % (name, error.status, error.reason),
+                    pools=verdicts,
+                )
+            verdicts.append(
+                pool_rollout(
+                    pool,
+                    params["machine_configs"] + expected_by_pool.get(name, []),
+                    params["removed_machine_configs"],
+                    str(params["previous_rendered"].get(name) or ""),
+                )
+            )
+        elapsed = round(time.monotonic() - started, 1)
+        if all(verdict["done"] for verdict in verdicts):
+            module.exit_json(changed=False, pools=verdicts, elapsed=elapsed)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            module.fail_json(
+                msg=timeout_message(verdicts, params["timeout"]), pools=verdicts, elapsed=elapsed
+            )
+        # The last sleep is cut short so the final read happens at the deadline.
+        time.sleep(min(params["poll_interval"], remaining))
+
+
+if __name__ == "__main__":
+    main()
