@@ -3,57 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(sys.executable).parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-
-class PlaybookRun:
-    def __init__(self, completed: subprocess.CompletedProcess):
-        self.rc = completed.returncode
-        self.output = completed.stdout
-
-    def __repr__(self):  # shown by pytest when an assertion about the run fails
-        return f"PlaybookRun(rc={self.rc}, output=...{self.output[-3000:]})"
+from playbook_runner import REPO_ROOT, ansible_playbook  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def run_playbook():
-    """Return a function running a playbook with extra vars; the collection must be installed."""
-    collections = REPO_ROOT / ".collections" / "ansible_collections" / "gpuops" / "training"
-    if not (collections / "MANIFEST.json").exists():
+    """Return a function running a playbook with extra vars against the installed collection."""
+    collections = REPO_ROOT / ".collections"
+    if not (collections / "ansible_collections" / "gpuops" / "training" / "MANIFEST.json").exists():
         pytest.fail("the collection is not installed into .collections: run `make collection` first")
 
-    def run(
-        playbook: str, inventory: str, extra_vars: dict | None = None, timeout: int = 1200
-    ) -> PlaybookRun:
-        env = dict(
-            os.environ,
-            ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
-            ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / ".collections"),
-            ANSIBLE_NOCOLOR="1",
-            ANSIBLE_FORCE_COLOR="0",
-            PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        )
-        command = [str(BIN / "ansible-playbook"), "-i", inventory, playbook]
+    def run(playbook: str, inventory: str, extra_vars: dict | None = None, timeout: int = 1200):
+        args = ["-i", inventory, playbook]
         if extra_vars:
-            command += ["--extra-vars", json.dumps(extra_vars)]
-        completed = subprocess.run(
-            command,
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        return PlaybookRun(completed)
+            args += ["--extra-vars", json.dumps(extra_vars)]
+        return ansible_playbook(*args, collections_path=collections, timeout=timeout)
 
     return run

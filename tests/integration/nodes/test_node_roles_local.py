@@ -7,51 +7,20 @@ plugins come from the working tree (tests/conftest.py links it as a collection).
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-BIN = pathlib.Path(sys.executable).parent
-DEV_COLLECTIONS = REPO_ROOT / ".build" / "dev-collections"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-PLAYBOOK = """\
-- name: Run one node role on this machine
-  hosts: localhost
-  gather_facts: false
-  roles:
-    - role: gpuops.training.{role}
-"""
+from playbook_runner import run_role_locally  # noqa: E402
 
 
-def run_role(tmp_path, role, variables, *options):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK.format(role=role))
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(DEV_COLLECTIONS),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")),
-    )
-    variables = dict(variables, ansible_python_interpreter=sys.executable)
-    completed = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(variables)]
-        + list(options)
-        + [str(playbook)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return completed.returncode, completed.stdout + completed.stderr
+def run_role(role, variables, *options):
+    """Run ROLE on this machine; returns its exit code and output."""
+    run = run_role_locally(role, variables, *options)
+    return run.rc, run.output
 
 
 ROLE_TARGETS = {
@@ -85,7 +54,7 @@ ROLE_TARGETS = {
 )
 def test_bad_limits_fail_in_the_first_task_and_change_nothing(tmp_path, role, bad, named):
     out = tmp_path / "out"
-    rc, output = run_role(tmp_path, role, {**ROLE_TARGETS[role](out), **bad})
+    rc, output = run_role(role, {**ROLE_TARGETS[role](out), **bad})
     assert rc == 2, output
     assert "changed=0" in output and "failed=1" in output, output
     # Only argument validation and the failing check ran: ok=1 is the argument spec task.
@@ -98,26 +67,26 @@ def test_bad_limits_fail_in_the_first_task_and_change_nothing(tmp_path, role, ba
 def test_check_mode_shows_the_diff_and_writes_nothing_then_the_real_run_is_idempotent(tmp_path):
     out = tmp_path / "crio.conf.d"
     variables = {"crio_limits_dropin_dir": str(out)}
-    rc, output = run_role(tmp_path, "crio_limits", variables, "--check", "--diff")
+    rc, output = run_role("crio_limits", variables, "--check", "--diff")
     assert rc == 0, output
     assert '+\t"memlock=-1:-1",' in output
     assert "changed=2" in output  # the directory and the drop-in
     assert not out.exists()
 
-    rc, output = run_role(tmp_path, "crio_limits", variables)
+    rc, output = run_role("crio_limits", variables)
     assert rc == 0 and "changed=2" in output, output
     assert (out / "99-ulimits.conf").read_text().count("memlock=-1:-1") == 1
     # No CRI-O here: the handler says so instead of restarting.
     assert "crio.service does not exist on this node" in output
 
-    rc, output = run_role(tmp_path, "crio_limits", variables)
+    rc, output = run_role("crio_limits", variables)
     assert rc == 0 and "changed=0" in output, output
 
-    rc, output = run_role(tmp_path, "crio_limits", {**variables, "crio_limits_state": "absent"}, "--check")
+    rc, output = run_role("crio_limits", {**variables, "crio_limits_state": "absent"}, "--check")
     assert rc == 0 and "changed=1" in output, output
     assert (out / "99-ulimits.conf").exists()
 
-    rc, output = run_role(tmp_path, "crio_limits", {**variables, "crio_limits_state": "absent"})
+    rc, output = run_role("crio_limits", {**variables, "crio_limits_state": "absent"})
     assert rc == 0 and "changed=1" in output, output
     assert not (out / "99-ulimits.conf").exists()
 
@@ -125,10 +94,10 @@ def test_check_mode_shows_the_diff_and_writes_nothing_then_the_real_run_is_idemp
 def test_host_limits_check_mode_and_run(tmp_path):
     out = tmp_path / "limits.d"
     out.mkdir()
-    rc, output = run_role(tmp_path, "host_limits", {"host_limits_dir": str(out)}, "--check", "--diff")
+    rc, output = run_role("host_limits", {"host_limits_dir": str(out)}, "--check", "--diff")
     assert rc == 0 and "changed=1" in output, output
     assert "+root  -  memlock  unlimited" in output
     assert list(out.iterdir()) == []
-    rc, output = run_role(tmp_path, "host_limits", {"host_limits_dir": str(out)})
+    rc, output = run_role("host_limits", {"host_limits_dir": str(out)})
     assert rc == 0, output
     assert (out / "90-gpuops-training.conf").stat().st_mode & 0o777 == 0o644
