@@ -88,6 +88,7 @@ def build_run_summary(run, training, nccl):
             "count": len(checkpoints),
             "last": checkpoints[-1] if checkpoints else None,
         },
+        "evaluation": _last_evaluation(training.get("evaluations") or []),
         "restarts": training.get("restarts", 0),
         "resumes": training.get("resumes") or [],
         "nccl": {
@@ -102,3 +103,11 @@ def build_run_summary(run, training, nccl):
         },
         "logs": list(run.get("log_paths") or []),
     }
+
+
+def _last_evaluation(evaluations):
+    """The newest COCO-style evaluation the trainer reported, or None."""
+    if not evaluations:
+        return None
+    last = evaluations[-1]
+    return {key: last.get(key) for key in ("epoch", "step", "map", "map_50", "map_75", "images")}

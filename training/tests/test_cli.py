@@ -47,7 +47,12 @@ def test_unknown_model_exits_2_naming_the_option_and_choices(tmp_path, cpu_env):
         (["--resume", "/nonexistent/checkpoint.pt"], "--resume"),
         (["--lr", "-1"], "--lr"),
         (["--clip-grad-norm", "-1"], "--clip-grad-norm"),
-        (["--dataset", "coco"], "--dataset"),
+        (["--dataset", "imagenet"], "--dataset"),
+        (["--dataset", "coco"], "--data-path"),
+        (["--classes", "Cat"], "--classes"),
+        (["--lr-schedule", "linear"], "--lr-schedule"),
+        (["--amp-dtype", "fp8"], "--amp-dtype"),
+        (["--grad-accum-steps", "0"], "--grad-accum-steps"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(capsys, tmp_path, argv, option):
@@ -77,8 +82,10 @@ def test_single_process_run_without_torchrun(tmp_path, cpu_env):
     lines = result.stdout.splitlines()
     assert lines and all(line.startswith("{") for line in lines)
     records = stdout_records(result.stdout)
-    assert [r["event"] for r in records] == ["run_start", "step", "epoch", "checkpoint", "run_end"]
-    start = records[0]
+    assert [r["event"] for r in records] == [
+        "dataset", "dataset", "run_start", "step", "epoch", "checkpoint", "eval", "run_end"
+    ]  # fmt: skip
+    start = records[2]
     assert (start["world_size"], start["backend"], start["device"]) == (1, None, "cpu")
     assert records[-1]["status"] == "ok" and records[-1]["epochs_completed"] == 1
     assert read_records(tmp_path / "metrics" / "rank0.jsonl") == records

@@ -24,7 +24,16 @@ def test_resnet18_trains_and_predicts_on_a_tiny_image():
     assert model.transform.min_size == (64,) and model.transform.max_size == 64
 
 
-@pytest.mark.parametrize("name", ["retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "retinanet_resnet50_fpn",
+        "retinanet_resnet50_fpn_v2",
+        "retinanet_resnet34_fpn",
+        "retinanet_resnet101_fpn",
+        "retinanet_resnext50_32x4d_fpn",
+    ],
+)
 def test_resnet50_models_construct(name):
     model = build_model(name, num_classes=5, min_size=128, max_size=128)
     assert model.head.classification_head.num_classes == 5
@@ -77,3 +86,9 @@ def test_backbone_weights_that_do_not_match_are_a_config_error(tmp_path):
         build_model(
             "retinanet_resnet18_fpn", 2, 64, 64, backbone_weights=str(tmp_path / "missing.pth")
         )
+
+
+def test_resnext_backbone_is_grouped_like_mlperf():
+    model = build_model("retinanet_resnext50_32x4d_fpn", num_classes=264, min_size=64, max_size=64)
+    assert model.backbone.body.layer1[0].conv2.groups == 32
+    assert model.head.classification_head.num_classes == 264

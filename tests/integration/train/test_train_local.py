@@ -49,6 +49,9 @@ def test_summary_json_shows_every_rank_a_falling_loss_and_a_checkpoint(healthy_r
     assert checkpoint.is_file() and checkpoint.is_relative_to(run_dir)
     assert summary["throughput"]["images_per_s"] > 0
     assert summary["backend"] == "gloo"
+    # The trainer evaluates on its held-out synthetic split at the end of the run.
+    assert summary["evaluation"]["images"] > 0
+    assert 0.0 <= summary["evaluation"]["map"] <= 1.0
 
 
 def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
@@ -95,7 +98,8 @@ def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
         (
             {"training_job_model": "yolo"},
             "value of training_job_model must be one of: retinanet_resnet50_fpn, retinanet_resnet50_fpn_v2, "
-            "retinanet_resnet18_fpn, got: yolo",
+            "retinanet_resnet18_fpn, retinanet_resnet34_fpn, retinanet_resnet101_fpn, "
+            "retinanet_resnext50_32x4d_fpn, got: yolo",
         ),
         (
             {"training_job_launcher": "slurm"},

@@ -1,30 +1,87 @@
-"""Epoch checkpoints: atomic writes, keep the newest K, resume from the newest readable one.
+"""Checkpoints: atomic writes, keep the newest K, resume from the newest readable one.
 
-A checkpoint is a plain dict (tensors, numbers, strings) so it loads with
-``weights_only=True``: reading a checkpoint never executes pickled code.
+Rank 0 writes one every ``--checkpoint-every-steps`` optimizer steps and at each epoch's
+end, named by global step (``checkpoint_step000000042.pt``), so "newest" is "most steps".
+A checkpoint is a plain dict (tensors, numbers, strings, lists) so it loads with
+``weights_only=True``: reading a checkpoint never executes pickled code. It holds the model,
+optimizer, lr scheduler and AMP scaler states, ``epoch`` and ``epoch_batches`` (batches of
+that epoch consumed: equal to ``iters_per_epoch`` once the epoch is complete), the global
+step, the RNG states and the arguments.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint_epoch(\d+)\.pt$")
-REQUIRED_KEYS = ("model", "optimizer", "lr_scheduler", "epoch", "global_step", "args")
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint_step(\d+)\.pt$")
+REQUIRED_KEYS = (
+    "model",
+    "optimizer",
+    "lr_scheduler",
+    "epoch",
+    "epoch_batches",
+    "iters_per_epoch",
+    "global_step",
+    "rng",
+    "args",
+)
 
 
-def checkpoint_name(epoch: int) -> str:
-    return f"checkpoint_epoch{epoch:04d}.pt"
+def checkpoint_name(global_step: int) -> str:
+    return f"checkpoint_step{global_step:09d}.pt"
+
+
+def rng_states() -> dict:
+    """Python, numpy, torch CPU and CUDA generator states, in weights_only-loadable types."""
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    states = {
+        "python": list(random.getstate()[1]),
+        "python_version": random.getstate()[0],
+        "python_gauss": random.getstate()[2],
+        "numpy": {
+            "name": np_name,
+            "keys": torch.from_numpy(np_keys.astype(np.int64)),
+            "pos": int(np_pos),
+            "has_gauss": int(np_has_gauss),
+            "gauss": float(np_gauss),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict) -> None:
+    random.setstate((states["python_version"], tuple(states["python"]), states["python_gauss"]))
+    numpy_state = states["numpy"]
+    np.random.set_state(
+        (
+            numpy_state["name"],
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["gauss"],
+        )
+    )
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        cuda_states = states["cuda"]
+        if len(cuda_states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda_states)
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """Checkpoint files in ``directory``, newest epoch first; temp files are ignored."""
+    """Checkpoint files in ``directory``, most steps first; temp files are ignored."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
@@ -33,7 +90,7 @@ def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
         match = CHECKPOINT_PATTERN.match(path.name)
         if match and path.is_file():
             found.append((int(match.group(1)), path))
-    return [path for _epoch, path in sorted(found, reverse=True)]
+    return [path for _step, path in sorted(found, reverse=True)]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -52,7 +109,7 @@ def save_checkpoint(state: dict[str, Any], directory: str | os.PathLike, keep: i
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / checkpoint_name(int(state["epoch"]))
+    final = directory / checkpoint_name(int(state["global_step"]))
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as tmp:

@@ -13,7 +13,7 @@ from functools import partial
 
 import torch
 from torch import nn
-from torchvision.models import resnet18, resnet50
+from torchvision.models import resnet18, resnet34, resnet50, resnet101, resnext50_32x4d
 from torchvision.models.detection import RetinaNet
 from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.models.detection.retinanet import RetinaNetHead, _default_anchorgen
@@ -103,10 +103,32 @@ def _retinanet_resnet18_fpn(num_classes: int, weights: str | None, layers: int |
     return RetinaNet(backbone, num_classes, **kw)
 
 
+def _retinanet_resnet34_fpn(num_classes: int, weights: str | None, layers: int | None, **kw):
+    # Basic-block ResNet like ResNet-18: P6 from C5 (512 channels).
+    backbone = _resnet_fpn(resnet34, 512, weights, layers)
+    return RetinaNet(backbone, num_classes, **kw)
+
+
+def _retinanet_resnet101_fpn(num_classes: int, weights: str | None, layers: int | None, **kw):
+    # Built like the ResNet-50 v1 model (P6 from P5).
+    backbone = _resnet_fpn(resnet101, 256, weights, layers)
+    return RetinaNet(backbone, num_classes, **kw)
+
+
+def _retinanet_resnext50_32x4d_fpn(num_classes: int, weights: str | None, layers: int | None, **kw):
+    # MLPerf Training's single-stage detector: torchvision RetinaNet with this backbone,
+    # P3-P5 from C3-C5 and P6 from P5.
+    backbone = _resnet_fpn(resnext50_32x4d, 256, weights, layers)
+    return RetinaNet(backbone, num_classes, **kw)
+
+
 MODELS: dict[str, Callable[..., RetinaNet]] = {
     "retinanet_resnet50_fpn": _retinanet_resnet50_fpn,
     "retinanet_resnet50_fpn_v2": _retinanet_resnet50_fpn_v2,
     "retinanet_resnet18_fpn": _retinanet_resnet18_fpn,
+    "retinanet_resnet34_fpn": _retinanet_resnet34_fpn,
+    "retinanet_resnet101_fpn": _retinanet_resnet101_fpn,
+    "retinanet_resnext50_32x4d_fpn": _retinanet_resnext50_32x4d_fpn,
 }
 
 

@@ -82,3 +82,20 @@ def test_log_check_failures_are_collected():
 def test_inputs_that_are_not_dicts_are_rejected_with_their_name(bad):
     with pytest.raises(AnsibleFilterError, match="run_summary: training must be a dict"):
         run_summary(RUN, bad, NO_NCCL)
+
+
+def test_the_newest_evaluation_is_reported():
+    evaluations = [
+        {"event": "eval", "epoch": 1, "step": 8, "map": 0.01, "map_50": 0.05, "map_75": 0.0, "images": 8},
+        {"event": "eval", "epoch": 3, "step": 16, "map": 0.04, "map_50": 0.12, "map_75": 0.01, "images": 8},
+    ]
+    summary = run_summary(RUN, dict(TRAINING, evaluations=evaluations), NO_NCCL)
+    assert summary["evaluation"] == {
+        "epoch": 3,
+        "step": 16,
+        "map": 0.04,
+        "map_50": 0.12,
+        "map_75": 0.01,
+        "images": 8,
+    }
+    assert run_summary(RUN, TRAINING, NO_NCCL)["evaluation"] is None

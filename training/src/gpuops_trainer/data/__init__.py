@@ -1,4 +1,12 @@
-"""Datasets and the helpers every dataset shares (collate, target checks)."""
+"""Datasets and the helpers every dataset shares (collate, target checks, batch sampling).
+
+Every dataset returns ``(image, target)`` with ``image`` a ``[3, H, W]`` tensor (uint8 for
+decoded files, float in [0, 1] for synthetic data; the training loop converts uint8 on the
+device, so workers ship 4x fewer bytes through shared memory) and ``target`` holding xyxy
+pixel ``boxes`` (float32), ``labels`` in ``[0, num_classes)`` and ``image_id`` (the index).
+Each also offers ``aspect_ratios()`` for batch grouping and ``annotation(index)`` for
+building the COCO-style ground truth used by evaluation.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,21 @@ from typing import Any
 import torch
 
 from ..errors import DataError
+from .coco import CocoDataset
+from .openimages import OpenImagesDataset
+from .sampling import GroupedBatchSampler, ResumableBatchSampler, aspect_ratio_groups
 from .synthetic import SyntheticDetection
 
-__all__ = ["SyntheticDetection", "check_target", "collate_lists"]
+__all__ = [
+    "CocoDataset",
+    "GroupedBatchSampler",
+    "OpenImagesDataset",
+    "ResumableBatchSampler",
+    "SyntheticDetection",
+    "aspect_ratio_groups",
+    "check_target",
+    "collate_lists",
+]
 
 
 def collate_lists(batch: list[tuple[Any, Any]]) -> tuple[tuple[Any, ...], ...]:

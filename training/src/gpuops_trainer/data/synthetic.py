@@ -13,6 +13,8 @@ import colorsys
 import torch
 from torch.utils.data import Dataset
 
+from .common import Annotation
+
 MAX_OBJECTS = 4
 MIN_OBJECT_FRACTION = 0.15  # smallest side, as a fraction of the image size
 MAX_OBJECT_FRACTION = 0.5
@@ -84,6 +86,22 @@ class SyntheticDetection(Dataset):
             "image_id": torch.tensor(index),
         }
         return image, target
+
+    def aspect_ratios(self) -> list[float]:
+        return [1.0] * self.num_images
+
+    def annotation(self, index: int) -> Annotation:
+        _image, target = self[index]
+        return Annotation(
+            width=self.image_size,
+            height=self.image_size,
+            boxes=target["boxes"],
+            labels=target["labels"],
+            iscrowd=torch.zeros(len(target["labels"]), dtype=torch.int64),
+        )
+
+    def describe(self) -> dict:
+        return {"images": self.num_images, "classes": self.num_classes, "seed": self.seed}
 
     def _place(self, existing: list[torch.Tensor], uniform) -> torch.Tensor | None:
         """A random integer-aligned box that overlaps earlier ones only a little."""

@@ -1,0 +1,268 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Training throughput of the gpuops trainer against a torchvision-reference-style loop.
+
+Both loops train the same model (same initial weights), on the same data, batch size and
+hardware, in one process: the trainer's ``train_one_epoch`` with its own data loader, and
+``reference_train_one_epoch`` below, written the way torchvision's detection reference
+(references/detection/engine.py) writes it: per-step ``reduce_dict`` and ``.item()`` for
+every loss, a smoothed-value metric logger, ``math.isfinite`` check, zero_grad/backward/
+step. Epochs alternate (which loop goes first alternates too) so machine load hits both
+alike; the first epoch of each is a warm-up and is not counted. Each loop runs with its own
+process-wide CPU settings: the trainer flushes denormals to zero on CPU (as its ``run``
+does), the reference keeps torch's default. Prints a JSON summary.
+
+    .venv/bin/python benchmarks/train_throughput/run.py --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections import defaultdict, deque
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+from gpuops_trainer.data import SyntheticDetection, collate_lists
+from gpuops_trainer.distributed import DistInfo
+from gpuops_trainer.engine import LoopOptions, TrainState, configure_cpu_math, train_one_epoch
+from gpuops_trainer.lr import build_lr_scheduler
+from gpuops_trainer.metrics import MetricsWriter
+from gpuops_trainer.models import build_model
+from gpuops_trainer.train import build_train_loader, parse_args
+
+# ---- the baseline: written like torchvision's references/detection (engine.py, utils.py)
+
+
+class SmoothedValue:
+    def __init__(self, window_size=20):
+        self.values = deque(maxlen=window_size)
+        self.total = 0.0
+        self.count = 0
+
+    def update(self, value, n=1):
+        self.values.append(value)
+        self.count += n
+        self.total += value * n
+
+    @property
+    def median(self):
+        return statistics.median(self.values)
+
+    @property
+    def global_avg(self):
+        return self.total / self.count
+
+
+class MetricLogger:
+    def __init__(self, sink):
+        self.meters = defaultdict(SmoothedValue)
+        self.sink = sink
+
+    def update(self, **kwargs):
+        for name, value in kwargs.items():
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            self.meters[name].update(value)
+
+    def log_every(self, iterable, print_freq, header):
+        start = end = time.time()
+        iter_time, data_time = SmoothedValue(), SmoothedValue()
+        for index, obj in enumerate(iterable):
+            data_time.update(time.time() - end)
+            yield obj
+            iter_time.update(time.time() - end)
+            if index % print_freq == 0 or index == len(iterable) - 1:
+                meters = "  ".join(f"{k}: {v.median:.4f} ({v.global_avg:.4f})" for k, v in
+                                   self.meters.items())  # fmt: skip
+                print(f"{header} [{index}/{len(iterable)}] {meters} time: {iter_time.median:.4f}"
+                      f" data: {data_time.median:.4f}", file=self.sink)  # fmt: skip
+            end = time.time()
+        print(f"{header} Total time: {time.time() - start:.1f}", file=self.sink)
+
+
+def reduce_dict(input_dict, average=True):
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return input_dict
+    with torch.no_grad():
+        names = sorted(input_dict)
+        values = torch.stack([input_dict[k] for k in names])
+        torch.distributed.all_reduce(values)
+        if average:
+            values /= torch.distributed.get_world_size()
+        return dict(zip(names, values, strict=True))
+
+
+def reference_train_one_epoch(model, optimizer, data_loader, device, epoch, print_freq, sink):
+    model.train()
+    metric_logger = MetricLogger(sink)
+    lr_scheduler = None
+    if epoch == 0:
+        warmup_iters = min(1000, len(data_loader) - 1)
+        lr_scheduler = torch.optim.lr_scheduler.LinearLR(
+            optimizer, start_factor=0.001, total_iters=warmup_iters
+        )
+    for images, targets in metric_logger.log_every(data_loader, print_freq, f"Epoch: [{epoch}]"):
+        images = [image.to(device) for image in images]
+        targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+        loss_dict = model(images, targets)
+        losses = sum(loss for loss in loss_dict.values())
+        loss_dict_reduced = reduce_dict(loss_dict)
+        losses_reduced = sum(loss for loss in loss_dict_reduced.values())
+        loss_value = losses_reduced.item()
+        if not math.isfinite(loss_value):
+            sys.exit(f"Loss is {loss_value}, stopping training")
+        optimizer.zero_grad()
+        losses.backward()
+        optimizer.step()
+        if lr_scheduler is not None:
+            lr_scheduler.step()
+        metric_logger.update(loss=losses_reduced, **loss_dict_reduced)
+        metric_logger.update(lr=optimizer.param_groups[0]["lr"])
+
+
+# ---- the measurement
+
+
+def parse_cli(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="retinanet_resnet18_fpn")
+    parser.add_argument("--image-size", type=int, default=128)
+    parser.add_argument("--images", type=int, default=32, help="images per epoch")
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=4, help="measured epochs of each loop")
+    parser.add_argument("--print-freq", type=int, default=20)
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=0.002,
+        help="low enough that neither unclipped from-scratch loop diverges (the reference "
+        "stops at a NaN loss); throughput does not depend on it",
+    )
+    parser.add_argument(
+        "--clip-grad-norm",
+        type=float,
+        default=0.0,
+        help="the trainer's clipping (the reference does none: 0 compares equal work)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    cli = parse_cli(argv)
+    torch.set_num_threads(cli.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    size = str(cli.image_size)
+    trainer_args = parse_args([
+        "--output-dir", os.devnull, "--model", cli.model, "--min-size", size, "--max-size", size,
+        "--batch-size", str(cli.batch_size), "--workers", str(cli.workers),
+        "--aspect-ratio-group-factor", "-1",
+    ])  # fmt: skip
+    dataset = SyntheticDetection(cli.images, 6, cli.image_size, seed=0)
+
+    torch.manual_seed(0)
+    initial = build_model(cli.model, dataset.num_classes, cli.image_size, cli.image_size)
+
+    # The trainer's own loader (DistributedSampler, resumable batches) and loop options.
+    dist_info = DistInfo(0, 0, 1, None, device)
+    sampler, _batches, trainer_loader = build_train_loader(dataset, trainer_args, dist_info)
+    metrics = MetricsWriter(None, 0, 0, 1, stream=io.StringIO())
+    options = LoopOptions(
+        num_classes=dataset.num_classes, print_freq=cli.print_freq,
+        clip_grad_norm=cli.clip_grad_norm, nonfinite_limit=10, rank=0, attempt=0,
+    )  # fmt: skip
+    # The reference: RandomSampler + BatchSampler, as its script builds them on one GPU.
+    reference_loader = DataLoader(
+        dataset,
+        batch_sampler=BatchSampler(RandomSampler(dataset), cli.batch_size, drop_last=True),
+        num_workers=cli.workers,
+        collate_fn=collate_lists,
+        pin_memory=device.type == "cuda",
+    )
+    sink = io.StringIO()
+
+    def fresh_model_and_optimizer():
+        # Every measured epoch starts from the same weights and an empty optimizer state:
+        # two models trained apart drift into states of different arithmetic cost (tiny
+        # values, for one), which measured as 15% either way and swamped any loop overhead.
+        model = copy.deepcopy(initial).to(device)
+        params = [p for p in model.parameters() if p.requires_grad]
+        return model, torch.optim.SGD(params, lr=cli.lr, momentum=0.9, weight_decay=1e-4)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    trainer_rates, reference_rates = [], []
+    for epoch in range(cli.rounds + 1):
+
+        def run_trainer(epoch=epoch):
+            configure_cpu_math(device)  # what the trainer's run() does on CPU
+            model, optimizer = fresh_model_and_optimizer()
+            scheduler = build_lr_scheduler(optimizer, len(trainer_loader), 0.001, "constant")
+            sampler.set_epoch(epoch)
+            train_one_epoch(
+                model, optimizer, scheduler, trainer_loader, device, TrainState(epoch=epoch),
+                metrics, options, iters_per_epoch=len(trainer_loader),
+            )  # fmt: skip
+
+        def run_reference():
+            torch.set_flush_denormal(False)  # the reference script leaves the default
+            model, optimizer = fresh_model_and_optimizer()
+            # epoch 0: the reference's warmup, as the trainer's scheduler has one too
+            reference_train_one_epoch(model, optimizer, reference_loader, device, 0, cli.print_freq, sink)
+
+        # Alternate which loop goes first, so neither always follows the other.
+        order = [run_trainer, run_reference] if epoch % 2 == 0 else [run_reference, run_trainer]
+        seconds = {}
+        for loop in order:
+            sync()
+            started = time.perf_counter()
+            loop()
+            sync()
+            seconds[loop] = time.perf_counter() - started
+        trainer_seconds, reference_seconds = seconds[run_trainer], seconds[run_reference]
+        if epoch == 0:
+            continue  # warm-up: allocator, oneDNN primitive caches
+        trainer_rates.append(len(trainer_loader) * cli.batch_size / trainer_seconds)
+        reference_rates.append(len(reference_loader) * cli.batch_size / reference_seconds)
+
+    trainer_median = statistics.median(trainer_rates)
+    reference_median = statistics.median(reference_rates)
+    summary = {
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "threads": cli.threads,
+        "model": cli.model,
+        "image_size": cli.image_size,
+        "batch_size": cli.batch_size,
+        "images_per_epoch": cli.images,
+        "workers": cli.workers,
+        "rounds": cli.rounds,
+        "lr": cli.lr,
+        "clip_grad_norm": cli.clip_grad_norm,
+        "trainer_images_per_s": round(trainer_median, 3),
+        "reference_images_per_s": round(reference_median, 3),
+        "ratio": round(trainer_median / reference_median, 4),
+        "per_round_ratios": [round(t / r, 4) for t, r in zip(trainer_rates, reference_rates, strict=True)],
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
