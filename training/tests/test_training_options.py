@@ -101,10 +101,10 @@ def test_progress_bar_only_on_a_terminal():
             return True
 
     stream = Terminal()
-    bar = ProgressBar.for_rank(0, stream)
+    progress = ProgressBar.for_rank(0, stream)
     assert ProgressBar.for_rank(1, stream) is None
-    bar.update(0, 4, 4, 1.25)
-    bar.end_line()
+    progress.update(0, 4, 4, 1.25)
+    progress.end_line()
     assert stream.getvalue().startswith("\repoch 0 [") and "4/4 loss 1.2500" in stream.getvalue()
 
 

@@ -34,9 +34,9 @@ class ProgressBar:
             return
         self.last_draw = now
         filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "." * (self.width - filled)
+        gauge = "#" * filled + "." * (self.width - filled)
         loss_text = f" loss {self.last_loss:.4f}" if self.last_loss is not None else ""
-        self.stream.write(f"\repoch {epoch} [{bar}] {done}/{total}{loss_text}")
+        self.stream.write(f"\repoch {epoch} [{gauge}] {done}/{total}{loss_text}")
         self.stream.flush()
         self.drawn = True
 
