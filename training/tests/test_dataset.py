@@ -34,7 +34,7 @@ def test_boxes_are_valid_and_labels_in_range():
         assert float(image.min()) >= 0.0 and float(image.max()) <= 1.0
         boxes, labels = target["boxes"], target["labels"]
         assert boxes.dtype == torch.float32 and labels.dtype == torch.int64
-        assert 1 <= len(boxes) <= 4
+        assert len(boxes) in range(1, 5)
         assert len(boxes) == len(labels)
         assert bool((boxes[:, 0] >= 0).all() and (boxes[:, 1] >= 0).all())
         assert bool((boxes[:, 2] <= 48).all() and (boxes[:, 3] <= 48).all())

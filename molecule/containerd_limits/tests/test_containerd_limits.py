@@ -29,9 +29,7 @@ def main_pid_limits(host):
     return rows
 
 
-def test_the_dropin_has_exactly_the_configured_limits(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_the_dropin_has_exactly_the_configured_limits(host):
     dropin = host.file(DROPIN)
     assert (dropin.user, dropin.group, dropin.mode) == ("root", "root", 0o644)
     lines = [line for line in dropin.content_string.splitlines() if not line.startswith("#")]
@@ -40,25 +38,19 @@ def test_the_dropin_has_exactly_the_configured_limits(host, phase):
     assert (directory.user, directory.mode) == ("root", 0o755)
 
 
-def test_systemd_reports_the_configured_limits(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_systemd_reports_the_configured_limits(host):
     assert systemd_property(host, "LimitMEMLOCK") == "infinity"
     assert systemd_property(host, "LimitNOFILE") == "1048576"
     assert systemd_property(host, "DropInPaths").endswith("99-gpuops-limits.conf")
 
 
-def test_the_handler_restarted_containerd(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_the_handler_restarted_containerd(host):
     assert host.service("containerd").is_running
     before = host.file("/var/lib/gpuops-molecule-containerd-pid-before").content_string.strip()
     assert systemd_property(host, "MainPID") != before
 
 
-def test_the_restarted_containerd_gets_the_most_the_host_allows(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_the_restarted_containerd_gets_the_most_the_host_allows(host):
     limits = main_pid_limits(host)
     # Configured infinity; the host caps memlock at 8 MiB, and systemd falls back to the
     # closest value it may set (the current hard limit) instead of failing the start.
@@ -67,11 +59,28 @@ def test_the_restarted_containerd_gets_the_most_the_host_allows(host, phase):
     assert limits["Max open files"][:2] == ["1024", "1024"]
 
 
-def test_state_absent_removed_the_dropin_and_systemd_forgot_it(host, phase):
-    if phase != "side_effect":
-        pytest.skip("checked after side_effect")
+def check_state_absent_removed_the_dropin_and_systemd_forgot_it(host):
     assert not host.file(DROPIN).exists
     assert "99-gpuops-limits.conf" not in systemd_property(host, "DropInPaths")
     # Back to what Debian's unit and systemd's defaults give (no LimitMEMLOCK of ours).
     assert systemd_property(host, "LimitMEMLOCK") != "infinity"
     assert host.service("containerd").is_running
+
+
+# verify runs after converge (and idempotence) and again after side_effect; each of
+# those moments has its own checks, and every one of them runs in its phase.
+CHECKS_BY_PHASE = {
+    "converge": [
+        check_the_dropin_has_exactly_the_configured_limits,
+        check_systemd_reports_the_configured_limits,
+        check_the_handler_restarted_containerd,
+        check_the_restarted_containerd_gets_the_most_the_host_allows,
+    ],
+    "side_effect": [check_state_absent_removed_the_dropin_and_systemd_forgot_it],
+}
+
+
+def test_every_check_of_this_phase_holds(host, phase):
+    assert phase in CHECKS_BY_PHASE, f"unknown molecule phase {phase!r}"
+    for check in CHECKS_BY_PHASE[phase]:
+        check(host)

@@ -30,9 +30,7 @@ def test_the_dropin_directory_is_root_owned(host):
     assert (directory.user, directory.group, directory.mode) == ("root", "root", 0o755)
 
 
-def test_the_dropin_has_the_default_ulimits_as_toml(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_the_dropin_has_the_default_ulimits_as_toml(host):
     text = read_dropin(host)
     assert tomllib.loads(text) == {
         "crio": {
@@ -46,9 +44,7 @@ def test_the_dropin_has_the_default_ulimits_as_toml(host, phase):
     )
 
 
-def test_crio_was_restarted_once_by_the_handler(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_crio_was_restarted_once_by_the_handler(host):
     service = host.service("crio")
     assert service.is_running
     # One start from prepare, one restart by converge's handler; idempotence restarts nothing.
@@ -57,9 +53,7 @@ def test_crio_was_restarted_once_by_the_handler(host, phase):
     assert starts[-1] == host.check_output("systemctl show -p MainPID --value crio.service")
 
 
-def test_without_crio_the_file_is_written_and_nothing_restarted(host, phase):
-    if phase != "side_effect":
-        pytest.skip("checked after side_effect")
+def check_without_crio_the_file_is_written_and_nothing_restarted(host):
     assert tomllib.loads(read_dropin(host))["crio"]["runtime"]["default_ulimits"] == [
         "memlock=-1:-1",
         "stack=8388608:-1",
@@ -67,3 +61,20 @@ def test_without_crio_the_file_is_written_and_nothing_restarted(host, phase):
     assert host.check_output("systemctl show -p LoadState --value crio.service") == "not-found"
     # prepare, converge's handler, and the restart after state absent: no start afterwards.
     assert len(host.file(STARTS).content_string.split()) == 3
+
+
+# verify runs after converge (and idempotence) and again after side_effect; each of
+# those moments has its own checks, and every one of them runs in its phase.
+CHECKS_BY_PHASE = {
+    "converge": [
+        check_the_dropin_has_the_default_ulimits_as_toml,
+        check_crio_was_restarted_once_by_the_handler,
+    ],
+    "side_effect": [check_without_crio_the_file_is_written_and_nothing_restarted],
+}
+
+
+def test_every_check_of_this_phase_holds(host, phase):
+    assert phase in CHECKS_BY_PHASE, f"unknown molecule phase {phase!r}"
+    for check in CHECKS_BY_PHASE[phase]:
+        check(host)

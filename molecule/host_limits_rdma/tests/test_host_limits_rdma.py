@@ -21,9 +21,7 @@ def login_limits(host, user):
     return host.check_output("su -s /bin/sh -l %s -c %s", user, LOGIN_LIMITS).split()
 
 
-def test_the_limits_file_has_exactly_the_entries(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_the_limits_file_has_exactly_the_entries(host):
     limits = host.file(LIMITS_FILE)
     assert (limits.user, limits.group, limits.mode) == ("root", "root", 0o644)
     rows = [line.split() for line in limits.content_string.splitlines() if not line.startswith("#")]
@@ -36,15 +34,11 @@ def test_the_limits_file_has_exactly_the_entries(host, phase):
     ]
 
 
-def test_a_fresh_login_shell_gets_the_limits(host, phase):
-    if phase != "converge":
-        pytest.skip("checked after converge")
+def check_a_fresh_login_shell_gets_the_limits(host):
     assert login_limits(host, "trainer") == ["4096", "8192", "1000", "1000", "2048", "unlimited"]
 
 
-def test_state_absent_gives_logins_the_defaults_back(host, phase):
-    if phase != "side_effect":
-        pytest.skip("checked after side_effect")
+def check_state_absent_gives_logins_the_defaults_back(host):
     assert not host.file(LIMITS_FILE).exists
     soft_memlock, hard_memlock, soft_nofile = login_limits(host, "trainer")[:3]
     assert (soft_memlock, hard_memlock, soft_nofile) == ("8192", "8192", "1024")
@@ -71,3 +65,17 @@ def test_the_modules_load_at_boot_without_peermem(host):
     names = [line for line in modules.content_string.splitlines() if line and not line.startswith("#")]
     # No NVIDIA driver in the container, so rdma_modules_peermem=auto leaves nvidia-peermem out.
     assert names == ["ib_core", "ib_uverbs", "rdma_ucm"]
+
+
+# verify runs after converge (and idempotence) and again after side_effect; each of
+# those moments has its own checks, and every one of them runs in its phase.
+CHECKS_BY_PHASE = {
+    "converge": [check_the_limits_file_has_exactly_the_entries, check_a_fresh_login_shell_gets_the_limits],
+    "side_effect": [check_state_absent_gives_logins_the_defaults_back],
+}
+
+
+def test_every_check_of_this_phase_holds(host, phase):
+    assert phase in CHECKS_BY_PHASE, f"unknown molecule phase {phase!r}"
+    for check in CHECKS_BY_PHASE[phase]:
+        check(host)
