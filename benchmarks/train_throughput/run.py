@@ -7,10 +7,12 @@ hardware, in one process: the trainer's ``train_one_epoch`` with its own data lo
 ``reference_train_one_epoch`` below, written the way torchvision's detection reference
 (references/detection/engine.py) writes it: per-step ``reduce_dict`` and ``.item()`` for
 every loss, a smoothed-value metric logger, ``math.isfinite`` check, zero_grad/backward/
-step. Epochs alternate (which loop goes first alternates too) so machine load hits both
-alike; the first epoch of each is a warm-up and is not counted. Each loop runs with its own
-process-wide CPU settings: the trainer flushes denormals to zero on CPU (as its ``run``
-does), the reference keeps torch's default. Prints a JSON summary.
+step. Three loops are measured: the reference in fp32, the trainer with the same fp32 math,
+and the trainer with the mixed precision it would run with on the device (``--amp auto``:
+bf16 autocast where the CPU or GPU has native bf16). Epochs rotate between the loops (which
+goes first rotates too) so machine load hits all alike; the first epoch of each is a warm-up
+and is not counted. On a CPU with one thread and no loader workers, rates are measured in
+process CPU time (wall time is reported too). Prints a JSON summary.
 
     .venv/bin/python benchmarks/train_throughput/run.py --rounds 4
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import io
 import json
 import math
@@ -34,11 +37,11 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from gpuops_trainer.data import SyntheticDetection, collate_lists
 from gpuops_trainer.distributed import DistInfo
-from gpuops_trainer.engine import LoopOptions, TrainState, configure_cpu_math, train_one_epoch
+from gpuops_trainer.engine import LoopOptions, TrainState, train_one_epoch
 from gpuops_trainer.lr import build_lr_scheduler
 from gpuops_trainer.metrics import MetricsWriter
 from gpuops_trainer.models import build_model
-from gpuops_trainer.train import build_train_loader, parse_args
+from gpuops_trainer.train import AMP_DTYPES, build_train_loader, parse_args
 
 # ---- the baseline: written like torchvision's references/detection (engine.py, utils.py)
 
@@ -128,9 +131,19 @@ def reference_train_one_epoch(model, optimizer, data_loader, device, epoch, prin
             lr_scheduler.step()
         metric_logger.update(loss=losses_reduced, **loss_dict_reduced)
         metric_logger.update(lr=optimizer.param_groups[0]["lr"])
+    return metric_logger.meters["loss"].global_avg
 
 
 # ---- the measurement
+
+
+def amp_dtype_for(device):
+    """The mixed precision the trainer would be run with on this device, or None."""
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    # bf16 autocast pays off on CPUs with native bf16 instructions (AVX512-BF16, AMX);
+    # elsewhere it is emulated and slower than fp32.
+    return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None
 
 
 def parse_cli(argv=None):
@@ -155,6 +168,13 @@ def parse_cli(argv=None):
         type=float,
         default=0.0,
         help="the trainer's clipping (the reference does none: 0 compares equal work)",
+    )
+    parser.add_argument(
+        "--amp",
+        choices=("auto", "off", *AMP_DTYPES),
+        default="auto",
+        help="the trainer's mixed precision in the third loop: auto picks bf16 where the device "
+        "supports it natively (fp16 on older GPUs), off measures only the two fp32 loops",
     )
     return parser.parse_args(argv)
 
@@ -204,47 +224,64 @@ def main(argv=None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    trainer_rates, reference_rates = [], []
+    def run_trainer(epoch, amp_dtype):
+        model, optimizer = fresh_model_and_optimizer()
+        scheduler = build_lr_scheduler(optimizer, len(trainer_loader), 0.001, "constant")
+        sampler.set_epoch(epoch)
+        result = train_one_epoch(
+            model, optimizer, scheduler, trainer_loader, device, TrainState(epoch=epoch),
+            metrics, dataclasses.replace(options, amp_dtype=amp_dtype),
+            iters_per_epoch=len(trainer_loader),
+        )  # fmt: skip
+        return result.loss
+
+    def run_reference(epoch):
+        del epoch  # the reference's warmup epoch every time, as the trainer's scheduler has one too
+        model, optimizer = fresh_model_and_optimizer()
+        return reference_train_one_epoch(model, optimizer, reference_loader, device, 0, cli.print_freq, sink)
+
+    # The loops measured, in one run on one machine: the reference in fp32 (its --amp is
+    # CUDA-only), the trainer with the same fp32 math, and the trainer with the mixed
+    # precision it would be run with on this device (bf16 autocast, where supported).
+    loops = {"reference": run_reference, "trainer_fp32": lambda epoch: run_trainer(epoch, None)}
+    amp_dtype = amp_dtype_for(device) if cli.amp == "auto" else AMP_DTYPES.get(cli.amp)
+    if amp_dtype is not None:
+        loops["trainer_amp"] = lambda epoch: run_trainer(epoch, amp_dtype)
+    wall_rates = {name: [] for name in loops}
+    cpu_rates = {name: [] for name in loops}
+    losses = {name: [] for name in loops}
+    names = list(loops)
+    images = cli.images // cli.batch_size * cli.batch_size
     for epoch in range(cli.rounds + 1):
-
-        def run_trainer(epoch=epoch):
-            configure_cpu_math(device)  # what the trainer's run() does on CPU
-            model, optimizer = fresh_model_and_optimizer()
-            scheduler = build_lr_scheduler(optimizer, len(trainer_loader), 0.001, "constant")
-            sampler.set_epoch(epoch)
-            train_one_epoch(
-                model, optimizer, scheduler, trainer_loader, device, TrainState(epoch=epoch),
-                metrics, options, iters_per_epoch=len(trainer_loader),
-            )  # fmt: skip
-
-        def run_reference():
-            torch.set_flush_denormal(False)  # the reference script leaves the default
-            model, optimizer = fresh_model_and_optimizer()
-            # epoch 0: the reference's warmup, as the trainer's scheduler has one too
-            reference_train_one_epoch(model, optimizer, reference_loader, device, 0, cli.print_freq, sink)
-
-        # Alternate which loop goes first, so neither always follows the other.
-        order = [run_trainer, run_reference] if epoch % 2 == 0 else [run_reference, run_trainer]
-        seconds = {}
-        for loop in order:
+        # Rotate which loop goes first, so none always follows another.
+        order = names[epoch % len(names) :] + names[: epoch % len(names)]
+        for name in order:
             sync()
-            started = time.perf_counter()
-            loop()
+            started, cpu_started = time.perf_counter(), time.process_time()
+            loss = loops[name](epoch)
             sync()
-            seconds[loop] = time.perf_counter() - started
-        trainer_seconds, reference_seconds = seconds[run_trainer], seconds[run_reference]
-        if epoch == 0:
-            continue  # warm-up: allocator, oneDNN primitive caches
-        trainer_rates.append(len(trainer_loader) * cli.batch_size / trainer_seconds)
-        reference_rates.append(len(reference_loader) * cli.batch_size / reference_seconds)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+            if epoch == 0:
+                continue  # warm-up: allocator, oneDNN primitive caches
+            wall_rates[name].append(images / wall)
+            cpu_rates[name].append(images / cpu)
+            losses[name].append(loss)
 
-    trainer_median = statistics.median(trainer_rates)
-    reference_median = statistics.median(reference_rates)
+    # On a CPU with one thread and no loader workers, all the work is this process's: its
+    # CPU time leaves out the time other jobs on a shared machine took the core away, which
+    # wall time charges to whichever loop happened to run then. On a GPU, or with workers,
+    # only wall time counts what the device did.
+    cpu_bound = device.type == "cpu" and cli.workers == 0
+    rates = cpu_rates if cpu_bound else wall_rates
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    wall_medians = {name: statistics.median(values) for name, values in wall_rates.items()}
+    best_trainer = max((name for name in medians if name != "reference"), key=medians.get)
     summary = {
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device)
         if device.type == "cuda"
         else platform.processor() or platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
         "threads": cli.threads,
         "model": cli.model,
@@ -255,10 +292,21 @@ def main(argv=None) -> int:
         "rounds": cli.rounds,
         "lr": cli.lr,
         "clip_grad_norm": cli.clip_grad_norm,
-        "trainer_images_per_s": round(trainer_median, 3),
-        "reference_images_per_s": round(reference_median, 3),
-        "ratio": round(trainer_median / reference_median, 4),
-        "per_round_ratios": [round(t / r, 4) for t, r in zip(trainer_rates, reference_rates, strict=True)],
+        "amp_dtype": str(amp_dtype).removeprefix("torch.") if amp_dtype is not None else None,
+        "measured_by": "process CPU time" if cpu_bound else "wall-clock time",
+        "images_per_s": {name: round(value, 3) for name, value in medians.items()},
+        "images_per_wall_s": {name: round(value, 3) for name, value in wall_medians.items()},
+        "mean_epoch_loss": {name: round(statistics.fmean(values), 4) for name, values in losses.items()},
+        "trainer": best_trainer,
+        "ratio": round(medians[best_trainer] / medians["reference"], 4),
+        "ratio_fp32": round(medians["trainer_fp32"] / medians["reference"], 4),
+        "ratio_wall": round(wall_medians[best_trainer] / wall_medians["reference"], 4),
+        "per_round_ratios": {
+            name: [round(t / r, 4) for t, r in zip(rates[name], rates["reference"], strict=True)]
+            for name in rates
+            if name != "reference"
+        },
+        "load_average": [round(value, 2) for value in os.getloadavg()],
     }
     print(json.dumps(summary, indent=2))
     return 0

@@ -82,6 +82,7 @@ def build_run_summary(run, training, nccl):
         "model": training.get("model"),
         "device": training.get("device"),
         "epochs": training.get("epochs") or [],
+        "steps": training.get("steps") or [],
         "loss": training.get("loss") or {},
         "throughput": training.get("throughput") or {},
         "checkpoints": {
@@ -99,10 +100,41 @@ def build_run_summary(run, training, nccl):
             "init_complete_ranks": nccl.get("init_complete_ranks") or [],
             "transport": nccl.get("transport"),
             "gdr": nccl.get("gdr"),
+            "net_paths": nccl.get("net_paths") or [],
+            "p2p_types": nccl.get("p2p_types") or [],
+            "ib_devices": [
+                device.get("name") for device in nccl.get("ib_devices") or [] if device.get("name")
+            ],
+            "socket_ifaces": nccl.get("socket_ifaces") or [],
             "warning_count": nccl.get("warning_count", 0),
+            "ranks": _nccl_ranks(nccl),
+            "errors": [
+                {key: error.get(key) for key in ("kind", "message", "remedy", "count", "lines")}
+                for error in nccl.get("errors") or []
+            ],
         },
         "logs": list(run.get("log_paths") or []),
     }
+
+
+def _nccl_ranks(nccl):
+    """Per rank of the largest communicator: where it ran and whether its init completed."""
+    communicators = nccl.get("communicators") or []
+    nranks = nccl.get("nranks")
+    rows = {}
+    for comm in communicators:
+        rank = comm.get("rank")
+        if comm.get("nranks") != nranks or not isinstance(rank, int) or rank in rows:
+            continue
+        rows[rank] = {
+            "rank": rank,
+            "host": comm.get("host"),
+            "cuda_dev": comm.get("cuda_dev"),
+            "bus_id": comm.get("bus_id"),
+            "init_complete": bool(comm.get("init_complete")),
+            "init_s": comm.get("init_s"),
+        }
+    return [rows[rank] for rank in sorted(rows)]
 
 
 def _last_evaluation(evaluations):

@@ -20,6 +20,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.log_sources import
 
 SCHEMA = "gpuops.metrics/v1"
 DEFAULT_TAIL_LINES = 20
+# Points kept for the loss and throughput curves; a longer run is thinned to every 2nd, 4th,
+# ... step, so memory stays bounded however long the run.
+MAX_CURVE_POINTS = 2048
 
 
 class _RankState:
@@ -69,6 +72,8 @@ class TrainingLogParser:
         self._source_rank = {}
         self._untagged_tail = {}
         self._seen_checkpoints = set()
+        self._curve = {}  # global step -> [loss sum, loss count, images/s sum, images/s count]
+        self._curve_stride = 1
 
     # -- input -------------------------------------------------------------------
 
@@ -111,6 +116,41 @@ class TrainingLogParser:
             return None
         return record
 
+    def _add_curve_point(self, record):
+        step = record.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or step % self._curve_stride:
+            return
+        point = self._curve.get(step)
+        if point is None:
+            if len(self._curve) >= MAX_CURVE_POINTS:
+                self._curve_stride *= 2
+                self._curve = {
+                    key: value for key, value in self._curve.items() if key % self._curve_stride == 0
+                }
+                if step % self._curve_stride:
+                    return
+            point = self._curve[step] = [0.0, 0, 0.0, 0]
+        loss, images_per_s = record.get("loss"), record.get("images_per_s")
+        if _is_number(loss) and math.isfinite(loss):
+            point[0] += loss
+            point[1] += 1
+        if _is_number(images_per_s) and math.isfinite(images_per_s):
+            point[2] += images_per_s
+            point[3] += 1
+
+    def _steps_table(self):
+        """Per recorded global step: the loss and the images/s per rank, averaged over the
+        ranks that recorded it (a step redone after a restart counts each time)."""
+        return [
+            {
+                "step": step,
+                "ranks": max(point[1], point[3]),
+                "loss": _round(point[0] / point[1]) if point[1] else None,
+                "images_per_s_per_rank": _round(point[2] / point[3]) if point[3] else None,
+            }
+            for step, point in sorted(self._curve.items())
+        ]
+
     def _warn(self, message):
         if len(self.parse_warnings) < 100:
             self.parse_warnings.append(message)
@@ -145,6 +185,7 @@ class TrainingLogParser:
             state.last_step_record = record
             if state.first_step_loss is None and _is_number(record.get("loss")):
                 state.first_step_loss = record["loss"]
+            self._add_curve_point(record)
         elif event == "epoch":
             if isinstance(record.get("epoch"), int):
                 state.epochs[record["epoch"]] = record
@@ -234,6 +275,7 @@ class TrainingLogParser:
             "model": first_start.get("model"),
             "device": first_start.get("device"),
             "epochs": epochs,
+            "steps": self._steps_table(),
             "loss": _loss_trend(epochs),
             "throughput": {
                 "images_per_s": _round(sum(e["images_per_s"] for e in epochs[-1:] if e["images_per_s"])),

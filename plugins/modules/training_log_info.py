@@ -135,6 +135,15 @@ epochs:
   type: list
   elements: dict
   sample: [{"epoch": 0, "ranks": 2, "loss": 1.62, "images_per_s": 7.9}]
+steps:
+  description:
+    - The loss and throughput curves, one point per global step the ranks recorded (every
+      C(--print-freq) steps and each epoch's last), averaged over the ranks that recorded it.
+    - At most 2048 points; a longer run is thinned to every 2nd, 4th, ... step.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"step": 20, "ranks": 2, "loss": 1.71, "images_per_s_per_rank": 3.9}]
 loss:
   description: First and last epoch loss, whether it fell, and the change in percent.
   returned: always

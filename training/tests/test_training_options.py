@@ -117,3 +117,25 @@ def test_eval_runs_and_reports_every_key(tmp_path):
     assert {"epoch", "step", "map", "map_50", "map_75", "images"} <= set(evaluation)
     assert (evaluation["epoch"], evaluation["step"], evaluation["images"]) == (0, 1, 3)
     assert torch.tensor(evaluation["map"] or 0.0) >= 0
+
+
+def test_amp_fp16_uses_a_grad_scaler_whose_state_is_checkpointed_and_resumed(tmp_path):
+    # fp16 autocast and GradScaler run on CPU too, so the scaler's path is exercised here:
+    # its state goes into every checkpoint and comes back on resume.
+    out = tmp_path / "run"
+    argv = ["--output-dir", str(out), *TINY, "--synthetic-images", "2", "--batch-size", "2",
+            "--amp", "--amp-dtype", "fp16", "--image-size", "128", "--min-size", "128",
+            "--max-size", "128"]  # fmt: skip
+    assert main([*argv, "--epochs", "1"]) == 0
+    (start,) = _events(out, "run_start")
+    assert start["amp"] == "fp16"
+    steps = _events(out, "step")
+    assert len(steps) == 1 and steps[0]["loss"] is not None and steps[0]["loss"] > 0
+    (saved,) = _events(out, "checkpoint")
+    scaler_state = torch.load(saved["path"], weights_only=True)["scaler"]
+    assert scaler_state["scale"] > 0 and scaler_state["_growth_tracker"] >= 0
+
+    assert main([*argv, "--epochs", "2"]) == 0
+    resumed = _events(out, "resume")
+    assert resumed and resumed[-1]["epoch"] == 1
+    assert _events(out, "run_end")[-1]["step"] == 2

@@ -59,9 +59,24 @@ def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["nccl"]["used"] is False
     assert "NCCL was not used" in summary["nccl"]["statement"]
-    report = (run_dir / "summary.md").read_text()
+    report = (run_dir / "report.md").read_text()
     assert "PASSED" in report and "NCCL was not used" in report
     assert "| 1 |" in report  # a row for rank 1 in the per-rank table
+    assert "NCCL was not used" in (run_dir / "report.html").read_text()
+
+
+def test_the_report_plots_the_runs_own_curves(healthy_run):
+    from matplotlib import image as mpimg
+
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # The trainer records a step at every print-freq step and each epoch's last: the curve
+    # the plot draws has those points, from both ranks.
+    assert len(summary["steps"]) >= 4 and all(point["ranks"] == 2 for point in summary["steps"])
+    for name in ("loss.png", "throughput.png"):
+        pixels = mpimg.imread(str(run_dir / name))
+        assert pixels.shape[:2] == (360, 750)
+        assert (pixels[..., :3] < 0.6).any(axis=-1).sum() > 2000  # axes, labels and a curve drawn
 
 
 def test_every_rank_kept_its_output(healthy_run):

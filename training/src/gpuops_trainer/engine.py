@@ -72,15 +72,6 @@ def to_model_input(image: torch.Tensor, device: torch.device) -> torch.Tensor:
     return image
 
 
-def configure_cpu_math(device: torch.device) -> bool:
-    """Flush denormal floats to zero on CPU: x86 arithmetic on denormals takes a slow path,
-    and from-scratch detectors drift into tiny values (momentum buffers, focal-loss
-    gradients). A cheap guard, not a measured win here. No effect on CUDA devices."""
-    if device.type != "cpu":
-        return False
-    return torch.set_flush_denormal(True)
-
-
 def autocast_context(device: torch.device, amp_dtype: torch.dtype | None):
     if amp_dtype is None:
         return contextlib.nullcontext()

@@ -44,7 +44,7 @@ from .distributed import (
     env_ranks,
     init_distributed,
 )
-from .engine import LoopOptions, TrainState, configure_cpu_math, train_one_epoch
+from .engine import LoopOptions, TrainState, train_one_epoch
 from .errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ConfigError, InjectedFault, TrainerError
 from .evaluate import evaluate
 from .faults import parse_fault
@@ -542,7 +542,6 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts them)
     device = dist_info.device
-    configure_cpu_math(device)
     if args.sync_bn and device.type != "cuda":
         raise ConfigError(
             "--sync-bn: SyncBatchNorm needs CUDA devices (torch has no CPU/gloo "

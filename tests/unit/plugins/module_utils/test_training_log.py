@@ -262,3 +262,29 @@ def test_torchrun_root_cause_wins_over_error_times():
     )
     failures = check_expectations(result, {"world_size": 2})
     assert failures[0].startswith("rank 1 exited on host node-a with exit code 3 (first failure)")
+
+
+def test_the_step_curve_averages_the_ranks_at_each_recorded_step():
+    lines = rank_lines(0, [2.0, 1.5, 1.1]) + rank_lines(1, [2.2, 1.7, 1.3])
+    result = parse_training_logs([LogSource("inline", text="\n".join(lines))])
+    assert result["steps"] == [
+        {"step": 4, "ranks": 2, "loss": 2.2, "images_per_s_per_rank": None},
+        {"step": 8, "ranks": 2, "loss": 1.7, "images_per_s_per_rank": None},
+        {"step": 12, "ranks": 2, "loss": 1.3, "images_per_s_per_rank": None},
+    ]
+
+
+def test_a_long_run_is_thinned_to_a_bounded_curve_that_still_spans_the_run():
+    steps = 10_000
+    lines = (
+        record("step", 0, 1, epoch=0, iter=step, step=step, loss=10.0 / step, images_per_s=5.0)
+        for step in range(1, steps + 1)
+    )
+    result = parse_training_logs([LogSource("inline", text="\n".join(lines))])
+    curve = result["steps"]
+    assert 1024 <= len(curve) <= 2048
+    strides = {b["step"] - a["step"] for a, b in itertools.pairwise(curve)}
+    assert len(strides) == 1  # evenly spaced
+    assert curve[-1]["step"] > steps - 2 * strides.pop()
+    assert all(point["images_per_s_per_rank"] == 5.0 for point in curve)
+    assert curve[0]["loss"] > curve[-1]["loss"]

@@ -1,0 +1,304 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render a run summary (``gpuops.run-summary/v1``) as a Markdown and an HTML report.
+
+Pure text: the plots are drawn by ``report_plots`` and only referenced here by file name.
+Both documents carry the same sections: the verdict and what went wrong, the run at a
+glance, NCCL, warnings with their remedies, per-rank tables, per-epoch numbers, the curves
+and links to every log.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+
+LOSS_PLOT = "loss.png"
+THROUGHPUT_PLOT = "throughput.png"
+
+
+def _number(value, digits=3):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return ("%%.%df" % digits) % value if isinstance(value, float) else str(value)
+
+
+def _text(value):
+    return "-" if value is None or value == "" or value == [] else str(value)
+
+
+def _yes_no(value):
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def _loss_text(loss):
+    text = "%s → %s" % (_number(loss.get("first")), _number(loss.get("last")))
+    if isinstance(loss.get("change_pct"), (int, float)):
+        text += " (%+.1f %%)" % loss["change_pct"]
+    if loss.get("measure"):
+        text += ", epoch %s" % loss["measure"].replace("_", " ")
+    return text
+
+
+def overview_rows(summary):
+    """(label, value) pairs of the at-a-glance table."""
+    evaluation = summary.get("evaluation")
+    checkpoints = summary.get("checkpoints") or {}
+    throughput = summary.get("throughput") or {}
+    rows = [
+        ("Verdict", (summary.get("verdict") or "unknown").upper()),
+        ("Launcher", "%s on %s" % (_text(summary.get("launcher")), _text(summary.get("host")))),
+        (
+            "Model",
+            "%s (%s backend, %s)" % tuple(_text(summary.get(k)) for k in ("model", "backend", "device")),
+        ),
+        (
+            "Ranks",
+            "%d of %s reported"
+            % (len(summary.get("ranks_reporting") or []), _text(summary.get("world_size"))),
+        ),
+        ("Duration", "%s s" % _number(summary.get("duration_s"), 1)),
+        ("Loss", _loss_text(summary.get("loss") or {})),
+        (
+            "Throughput (last epoch)",
+            "%s images/s over %s ranks"
+            % (_number(throughput.get("images_per_s"), 2), _text(throughput.get("ranks_counted"))),
+        ),
+        (
+            "Evaluation",
+            "mAP %s, AP50 %s on %s images (epoch %s)"
+            % (
+                _number(evaluation.get("map")),
+                _number(evaluation.get("map_50")),
+                _text(evaluation.get("images")),
+                _text(evaluation.get("epoch")),
+            )
+            if evaluation
+            else "none reported",
+        ),
+        (
+            "Checkpoints",
+            "%d%s"
+            % (
+                checkpoints.get("count") or 0,
+                ", last %s" % checkpoints["last"].get("path") if checkpoints.get("last") else "",
+            ),
+        ),  # fmt: skip
+        ("Restarts", _text(summary.get("restarts", 0))),
+        ("NCCL", _text((summary.get("nccl") or {}).get("statement"))),
+    ]
+    return rows
+
+
+def warnings_with_remedies(summary):
+    """Each NCCL problem the logs show, with what to do about it."""
+    return [
+        {
+            "what": "%s (%s time%s)"
+            % (error.get("message"), error.get("count") or 1, "" if (error.get("count") or 1) == 1 else "s"),
+            "remedy": error.get("remedy") or "",
+            "lines": list(error.get("lines") or []),
+        }  # fmt: skip
+        for error in (summary.get("nccl") or {}).get("errors") or []
+    ]
+
+
+def rank_rows(summary):
+    """One row per rank: training progress joined with where NCCL put the rank."""
+    nccl = summary.get("nccl") or {}
+    by_rank = {row["rank"]: row for row in nccl.get("ranks") or []}
+    transport = nccl.get("transport")
+    devices = ", ".join(nccl.get("ib_devices") or nccl.get("socket_ifaces") or []) or None
+    ranks = sorted({row.get("rank") for row in summary.get("ranks") or []} | set(by_rank), key=_rank_key)
+    training = {row.get("rank"): row for row in summary.get("ranks") or []}
+    rows = []
+    for rank in ranks:
+        train, comm = training.get(rank) or {}, by_rank.get(rank) or {}
+        gpu = None
+        if comm.get("cuda_dev") is not None:
+            gpu = "cuda:%s" % comm["cuda_dev"] + (" (%s)" % comm["bus_id"] if comm.get("bus_id") else "")
+        rows.append(
+            {
+                "rank": rank,
+                "host": train.get("host") or comm.get("host"),
+                "status": train.get("status"),
+                "epochs": train.get("epochs_completed"),
+                "last_loss": train.get("last_epoch_loss"),
+                "images_per_s": train.get("images_per_s"),
+                "gpu": gpu,
+                "transport": transport if comm else None,
+                "devices": devices if comm else None,
+                "gdr": nccl.get("gdr") if comm else None,
+                "init": ("complete" if comm.get("init_complete") else "incomplete") if comm else None,
+                "init_s": comm.get("init_s"),
+            }
+        )
+    return rows
+
+
+def _rank_key(rank):
+    return (0, rank) if isinstance(rank, int) else (1, str(rank))
+
+
+RANK_COLUMNS = (
+    ("rank", "rank", None),
+    ("host", "host", None),
+    ("status", "status", None),
+    ("epochs", "epochs", None),
+    ("last epoch loss", "last_loss", 4),
+    ("images/s", "images_per_s", 2),
+    ("GPU", "gpu", None),
+    ("transport", "transport", None),
+    ("NET devices", "devices", None),
+    ("GDR", "gdr", "yes/no"),
+    ("NCCL init", "init", None),
+    ("init s", "init_s", 2),
+)
+
+
+def _cell(row, key, digits):
+    value = row.get(key)
+    if digits == "yes/no":
+        return _yes_no(value)
+    if isinstance(digits, int):
+        return _number(value, digits)
+    return _text(value)
+
+
+def _log_link(path, base_dir):
+    try:
+        return os.path.relpath(path, base_dir) if base_dir and os.path.isabs(path) else path
+    except ValueError:  # another drive on Windows-like paths
+        return path
+
+
+def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
+    out = [
+        "# Training run %s: %s"
+        % (_text(summary.get("run_id")), (summary.get("verdict") or "unknown").upper()),
+        "",
+    ]
+    out += ["| | |", "|---|---|"]
+    out += ["| %s | %s |" % (label, _md_escape(value)) for label, value in overview_rows(summary)]
+    out.append("")
+    if summary.get("failures"):
+        out += ["## What went wrong", ""]
+        for failure in summary["failures"]:
+            out += ["```", str(failure), "```", ""]
+    warnings = warnings_with_remedies(summary)
+    if warnings:
+        out += ["## Warnings and remedies", ""]
+        for warning in warnings:
+            out.append("- **%s**  " % _md_escape(warning["what"]))
+            out.append("  Remedy: %s" % _md_escape(warning["remedy"]))
+            for line in warning["lines"]:
+                out.append("  - `%s`" % line.replace("`", "'"))
+        out.append("")
+    out += ["## Ranks", ""]
+    out.append("| " + " | ".join(title for title, _k, _d in RANK_COLUMNS) + " |")
+    out.append("|" + "|".join("---:" if digits not in (None, "yes/no") or key == "rank" else "---"
+                              for _t, key, digits in RANK_COLUMNS) + "|")  # fmt: skip
+    for row in rank_rows(summary):
+        out.append(
+            "| " + " | ".join(_md_escape(_cell(row, key, digits)) for _t, key, digits in RANK_COLUMNS) + " |"
+        )
+    out.append("")
+    epochs = summary.get("epochs") or []
+    if epochs:
+        out += ["## Epochs", "", "| epoch | ranks | mean loss | median loss | images/s (all ranks) |",
+                "|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for row in epochs:
+            out.append("| %s | %s | %s | %s | %s |" % (
+                row.get("epoch"), row.get("ranks"), _number(row.get("loss"), 4),
+                _number(row.get("loss_median"), 4), _number(row.get("images_per_s"), 2)))  # fmt: skip
+        out.append("")
+    if plots:
+        out += ["## Curves", ""]
+        out += ["![%s](%s)" % (name.rsplit(".", 1)[0], name) for name in plots]
+        out.append("")
+    out += ["## Logs", ""]
+    out += ["- [%s](%s)" % (path, _log_link(path, base_dir)) for path in summary.get("logs") or []]
+    if not summary.get("logs"):
+        out.append("- none collected")
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(value):
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #1d2125; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #c9ced4; padding: 0.25em 0.6em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.passed { color: #14632d; } .failed { color: #a3121f; }
+pre { background: #f4f5f7; padding: 0.6em; overflow-x: auto; }
+img { max-width: 100%; border: 1px solid #e2e5e9; margin: 0.5em 0; }
+"""
+
+
+def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
+    esc = html.escape
+    verdict = summary.get("verdict") or "unknown"
+    title = "Training run %s: %s" % (_text(summary.get("run_id")), verdict.upper())
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>%s</title><style>%s</style></head><body>" % (esc(title), STYLE),
+        '<h1>Training run %s: <span class="%s">%s</span></h1>'
+        % (esc(_text(summary.get("run_id"))), esc(verdict), esc(verdict.upper())),
+        "<table>",
+    ]
+    out += [
+        "<tr><th>%s</th><td>%s</td></tr>" % (esc(label), esc(value))
+        for label, value in overview_rows(summary)
+    ]
+    out.append("</table>")
+    if summary.get("failures"):
+        out.append("<h2>What went wrong</h2>")
+        out += ["<pre>%s</pre>" % esc(str(failure)) for failure in summary["failures"]]
+    warnings = warnings_with_remedies(summary)
+    if warnings:
+        out.append("<h2>Warnings and remedies</h2><ul>")
+        for warning in warnings:
+            lines = "".join("<br><code>%s</code>" % esc(line) for line in warning["lines"])
+            out.append(
+                "<li><strong>%s</strong><br>Remedy: %s%s</li>"
+                % (esc(warning["what"]), esc(warning["remedy"]), lines)
+            )
+        out.append("</ul>")
+    out.append(
+        "<h2>Ranks</h2><table><tr>%s</tr>" % "".join("<th>%s</th>" % esc(t) for t, _k, _d in RANK_COLUMNS)
+    )
+    for row in rank_rows(summary):
+        cells = []
+        for _title, key, digits in RANK_COLUMNS:
+            css = ' class="num"' if isinstance(digits, int) or key in ("rank", "epochs") else ""
+            cells.append("<td%s>%s</td>" % (css, esc(_cell(row, key, digits))))
+        out.append("<tr>%s</tr>" % "".join(cells))
+    out.append("</table>")
+    epochs = summary.get("epochs") or []
+    if epochs:
+        out.append("<h2>Epochs</h2><table><tr><th>epoch</th><th>ranks</th><th>mean loss</th>"
+                   "<th>median loss</th><th>images/s (all ranks)</th></tr>")  # fmt: skip
+        for row in epochs:
+            values = (row.get("epoch"), row.get("ranks"), _number(row.get("loss"), 4),
+                      _number(row.get("loss_median"), 4), _number(row.get("images_per_s"), 2))  # fmt: skip
+            out.append("<tr>%s</tr>" % "".join('<td class="num">%s</td>' % esc(_text(v)) for v in values))
+        out.append("</table>")
+    if plots:
+        out.append("<h2>Curves</h2>")
+        out += ['<img src="%s" alt="%s">' % (esc(name), esc(name.rsplit(".", 1)[0])) for name in plots]
+    out.append("<h2>Logs</h2><ul>")
+    out += [
+        '<li><a href="%s">%s</a></li>' % (esc(_log_link(path, base_dir)), esc(path))
+        for path in summary.get("logs") or []
+    ]
+    if not summary.get("logs"):
+        out.append("<li>none collected</li>")
+    out.append("</ul></body></html>")
+    return "\n".join(out) + "\n"

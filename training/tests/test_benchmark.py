@@ -1,0 +1,48 @@
+"""benchmarks/train_throughput runs end to end and reports every loop it measured.
+
+No timing is asserted (the machine is shared); the test only keeps the benchmark working
+and its summary complete as the trainer changes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import PYTHON
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "train_throughput" / "run.py"
+
+
+def run_benchmark(cpu_env, *args):
+    result = subprocess.run(
+        [PYTHON, str(BENCHMARK), "--rounds", "1", "--images", "4", *args],
+        env=cpu_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_summary_names_each_loop_with_a_rate_and_a_finite_loss(cpu_env):
+    summary = run_benchmark(cpu_env, "--amp", "bf16")
+    assert set(summary["images_per_s"]) == {"reference", "trainer_fp32", "trainer_amp"}
+    assert all(rate > 0 for rate in summary["images_per_s"].values())
+    # Same initial weights and data (in another order): bf16 autocast trains like fp32.
+    losses = summary["mean_epoch_loss"]
+    for name in ("trainer_fp32", "trainer_amp"):
+        assert abs(losses[name] - losses["reference"]) < 0.05 * losses["reference"], losses
+    rates = summary["images_per_s"]
+    assert summary["trainer"] == max(("trainer_fp32", "trainer_amp"), key=rates.get)
+    assert summary["amp_dtype"] == "bfloat16"
+
+
+def test_amp_off_measures_the_two_fp32_loops(cpu_env):
+    summary = run_benchmark(cpu_env, "--amp", "off")
+    assert set(summary["images_per_s"]) == {"reference", "trainer_fp32"}
+    assert summary["trainer"] == "trainer_fp32"
+    assert summary["amp_dtype"] is None
