@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suites need when they are missing:
 # podman, runc and debootstrap for the Molecule node scenarios, shellcheck for
-# ansible-test sanity, openssl for the Kubernetes harness's certificates.
+# ansible-test sanity, openssl for the Kubernetes harness's certificates, sshd and ip for
+# the two-node SSH launcher test (network namespaces).
 set -euo pipefail
 
 declare -A package_for=(
@@ -10,6 +11,9 @@ declare -A package_for=(
   [debootstrap]=debootstrap
   [shellcheck]=shellcheck
   [openssl]=openssl
+  [sshd]=openssh-server
+  [ip]=iproute2
+  [unshare]=util-linux
 )
 missing=()
 for command in "${!package_for[@]}"; do
