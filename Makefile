@@ -24,7 +24,7 @@ export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help demo test venv collection system-packages node-image harness-build lint ruff ansible-lint \
-	unit sanity integration molecule clean
+	unit sanity integration molecule release clean
 
 help:
 	@echo "make demo   - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
@@ -61,6 +61,16 @@ $(COLLECTION_DIR)/MANIFEST.json: $(TARBALL)
 	$(BIN)/ansible-galaxy collection install --force --no-deps -p $(COLLECTIONS) $(TARBALL)
 
 collection: $(COLLECTION_DIR)/MANIFEST.json
+
+# The release artifact: the same tarball, built from a clean copy of the tracked files (so
+# nothing local leaks in), with the changelog checked first.
+release: $(STAMP)
+	$(BIN)/antsibull-changelog lint
+	rm -rf .build/release-src dist
+	mkdir -p .build/release-src dist
+	git ls-files -z | tar --null -T - -cf - | tar -C .build/release-src -xf -
+	cd .build/release-src && $(CURDIR)/$(BIN)/ansible-galaxy collection build --force --output-path $(CURDIR)/dist .
+	@echo "built dist/gpuops-training-$(VERSION).tar.gz"
 
 demo: collection
 	$(BIN)/ansible-playbook -i inventories/local playbooks/train.yml
