@@ -16,7 +16,7 @@ VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := .build/gpuops-training-$(VERSION).tar.gz
 # Everything that goes into the collection artifact.
 COLLECTION_SOURCES := galaxy.yml README.md COPYING meta/runtime.yml \
-	$(shell find plugins roles playbooks inventories training/src training/pyproject.toml \
+	$(shell find plugins roles playbooks inventories docs/docsite training/src training/pyproject.toml \
 	  tests/unit tests/sanity -type f -not -path '*/__pycache__/*' 2>/dev/null)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
@@ -24,7 +24,7 @@ export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help demo test venv collection system-packages node-image harness-build lint ruff ansible-lint \
-	unit sanity integration molecule release clean
+	unit sanity integration molecule release docs docs-check clean
 
 help:
 	@echo "make demo   - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
@@ -72,10 +72,25 @@ release: $(STAMP)
 	cd .build/release-src && $(CURDIR)/$(BIN)/ansible-galaxy collection build --force --output-path $(CURDIR)/dist .
 	@echo "built dist/gpuops-training-$(VERSION).tar.gz"
 
+# Reference documentation generated from the modules' DOCUMENTATION, the filters' and the
+# roles' argument specs, plus the guides in docs/docsite (antsibull-docs). `make test`
+# regenerates it and fails when the committed copy in docs/collection is stale.
+DOCS_ENV := PATH=$(CURDIR)/$(BIN):$$PATH ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/docs-collections
+docs: $(TARBALL)
+	rm -rf .build/docs-collections docs/collection && mkdir -p docs/collection
+	$(BIN)/ansible-galaxy collection install --force --no-deps -p .build/docs-collections $(TARBALL) >/dev/null
+	$(DOCS_ENV) $(BIN)/antsibull-docs collection --use-current --fail-on-error --dest-dir docs/collection gpuops.training
+
+docs-check: $(TARBALL)
+	rm -rf .build/docs-collections .build/docs-check && mkdir -p .build/docs-check
+	$(BIN)/ansible-galaxy collection install --force --no-deps -p .build/docs-collections $(TARBALL) >/dev/null
+	$(DOCS_ENV) $(BIN)/antsibull-docs collection --use-current --fail-on-error --dest-dir .build/docs-check gpuops.training
+	diff -r docs/collection .build/docs-check || { echo "docs/collection is stale: run make docs and commit it"; exit 1; }
+
 demo: collection
 	$(BIN)/ansible-playbook -i inventories/local playbooks/train.yml
 
-test: lint unit sanity integration molecule
+test: lint docs-check unit sanity integration molecule
 
 lint: ruff ansible-lint
 
