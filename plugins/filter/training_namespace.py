@@ -1,0 +1,74 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+name: training_namespace_objects
+short_description: Build the objects of a training namespace sized for Guaranteed QoS
+version_added: 0.1.0
+author:
+  - gpuops.training maintainers (@gpuops)
+description:
+  - Builds, in the order they are applied, the Namespace (labels, optional Pod Security labels), a
+    PriorityClass, the trainer's ServiceAccount with a least-privilege Role and RoleBinding (get, list
+    and watch on pods, pods/log, services and configmaps of its namespace; nothing on Secrets), the
+    dataset and checkpoint PersistentVolumeClaims, a LimitRange whose container defaults have requests
+    equal to limits (and, for Guaranteed QoS, C(maxLimitRequestRatio) 1 so no container can differ) and
+    a ResourceQuota with equal requests and limits for CPU and memory, GPUs and RDMA resources.
+  - The input is a dict of the gpuops.training.training_namespace role's variables without their
+    C(training_namespace_) prefix; the role's README lists them.
+  - Fails with every problem when the settings are not valid. The same plugin file holds
+    C(training_namespace_problems), which returns those problems as a list of messages naming the role
+    variable and what was expected (empty when valid), for an C(assert) before any API call.
+options:
+  _input:
+    description: The settings, keys as the role's variables without C(training_namespace_).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Stop before any API call when a setting is wrong
+  ansible.builtin.assert:
+    that: settings | gpuops.training.training_namespace_problems | length == 0
+    fail_msg: "{{ settings | gpuops.training.training_namespace_problems | join('\n') }}"
+
+- name: Apply the objects
+  kubernetes.core.k8s:
+    state: present
+    apply: true
+    server_side_apply: {field_manager: gpuops-training}
+    definition: "{{ item }}"
+  loop: "{{ settings | gpuops.training.training_namespace_objects }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The objects as dicts, ready for M(kubernetes.core.k8s), in apply order.
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.training.plugins.module_utils.training_namespace import (
+    namespace_objects,
+    namespace_problems,
+)
+
+
+def training_namespace_objects(settings):
+    problems = namespace_problems(settings)
+    if problems:
+        raise AnsibleFilterError("\n".join(problems))
+    return namespace_objects(settings)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "training_namespace_objects": training_namespace_objects,
+            "training_namespace_problems": namespace_problems,
+        }

@@ -1,0 +1,126 @@
+"""Memory and /dev/shm sizing: the arithmetic, the rounding, and errors that name the argument."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import parse_quantity
+from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
+    SizingError,
+    memory_sizing,
+    shm_bytes,
+    shm_size,
+)
+
+GI = 2**30
+MI = 2**20
+
+
+def test_request_at_the_median_and_limit_at_the_peak_plus_margin():
+    sizing = memory_sizing(["11Gi", "12Gi", "12Gi", "14Gi"], margin_percent=10)
+    assert sizing["median"] == "12Gi"
+    assert sizing["peak"] == "14Gi"
+    assert sizing["request"] == "12Gi"
+    # 14 GiB x 1.1 = 15769.6 MiB, rounded up to whole MiB.
+    assert sizing["limit"] == "15770Mi"
+    assert sizing["qos"] == "Burstable"
+    assert sizing["resources"] == {"requests": {"memory": "12Gi"}, "limits": {"memory": "15770Mi"}}
+
+
+def test_median_of_an_even_count_is_the_mean_of_the_middle_two():
+    assert memory_sizing(["10Gi", "11Gi", "13Gi", "20Gi"], margin_percent=0)["median"] == "12Gi"
+
+
+def test_guaranteed_raises_the_request_to_the_limit():
+    sizing = memory_sizing(["11Gi", "12Gi", "14Gi"], margin_percent=25, guaranteed=True, granularity="Gi")
+    assert sizing["request"] == sizing["limit"] == "18Gi"  # 17.5 GiB rounded up
+    assert sizing["median"] == "12Gi"
+    assert sizing["qos"] == "Guaranteed"
+
+
+def test_equal_samples_without_margin_are_guaranteed_by_themselves():
+    assert memory_sizing(["8Gi", "8Gi"], margin_percent=0)["qos"] == "Guaranteed"
+
+
+def test_samples_may_be_bytes_or_any_quantity_form():
+    sizing = memory_sizing([12 * GI, "12884901888", "12.5Gi", "12000M"], margin_percent="0")
+    assert parse_quantity(sizing["peak"]) == Decimal("12.5") * GI
+    assert sizing["limit"] == "12800Mi"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((["12Gi", "12GB"],), r"samples\[1\] '12GB' is not a Kubernetes quantity"),
+        ((["12Gi", "-1Gi"],), r"samples\[1\] must be at least 0, got '-1Gi'"),
+        (([],), "samples is empty"),
+        (("12Gi",), "samples must be a list of memory usage quantities"),
+        ((["0", 0],), "every sample is 0"),
+        ((["12Gi"], "ten"), "margin_percent must be a number of percent"),
+        ((["12Gi"], -5), "margin_percent must be a number of percent of at least 0"),
+        ((["12Gi"], 10, "yes"), "guaranteed must be true or false"),
+        ((["12Gi"], 10, False, "G"), "granularity must be one of Ki, Mi, Gi"),
+    ],
+)
+def test_memory_sizing_errors_name_the_argument(arguments, message):
+    with pytest.raises(SizingError, match=message):
+        memory_sizing(*arguments)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=2**42), min_size=1, max_size=30),
+    st.integers(min_value=0, max_value=100),
+    st.booleans(),
+)
+def test_limit_covers_the_peak_and_request_covers_the_median(samples, margin, guaranteed):
+    sizing = memory_sizing(samples, margin_percent=margin, guaranteed=guaranteed)
+    request, limit = parse_quantity(sizing["request"]), parse_quantity(sizing["limit"])
+    assert limit >= max(samples) * (1 + Decimal(margin) / 100)
+    assert limit - max(samples) * (1 + Decimal(margin) / 100) < MI  # rounded up by less than a unit
+    assert request >= parse_quantity(sizing["median"]) or guaranteed
+    assert request <= limit
+    assert (request == limit) == (sizing["qos"] == "Guaranteed")
+    if guaranteed:
+        assert request == limit
+
+
+def test_shm_for_eight_gpus_of_retinanet_800px_batches():
+    image = 3 * 800 * 800 * 4  # float32 RGB
+    exact = shm_bytes(8, 8, image, gpus=8)
+    assert exact == 8 * (8 * 2 * 8 * image + GI)
+    assert shm_size(8, 8, image, gpus=8) == "16Gi"  # 15.3 GiB rounded up
+
+
+def test_shm_without_workers_is_the_nccl_share_and_granularity_applies():
+    assert shm_size(0, 32, "1Mi", gpus=4) == "4Gi"
+    assert shm_size(2, 4, "3Mi", nccl_per_gpu=0, prefetch_factor=4, granularity="Mi") == "96Mi"
+    assert shm_size(2, 4, "3Mi", nccl_per_gpu="0", margin_percent=50, granularity="Mi") == "72Mi"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "keywords", "message"),
+    [
+        ((8, 0, "1Mi"), {}, "batch_size must be at least 1, got 0"),
+        ((-1, 8, "1Mi"), {}, "workers must be at least 0, got -1"),
+        ((True, 8, "1Mi"), {}, "workers must be a whole number"),
+        ((8, "eight", "1Mi"), {}, "batch_size must be a whole number"),
+        ((8, 8, "1MB"), {}, "sample_bytes '1MB' is not a Kubernetes quantity"),
+        ((8, 8, 0), {}, "sample_bytes must be above 0"),
+        ((8, 8, "1Mi"), {"gpus": 0}, "gpus must be at least 1"),
+        ((8, 8, "1Mi"), {"nccl_per_gpu": "1 Gi"}, "nccl_per_gpu '1 Gi' is not a Kubernetes quantity"),
+        ((8, 8, "1Mi"), {"granularity": "Ti"}, "granularity must be one of"),
+        ((0, 8, "1Mi"), {"nccl_per_gpu": 0}, "nothing to size"),
+    ],
+)
+def test_shm_errors_name_the_argument(arguments, keywords, message):
+    with pytest.raises(SizingError, match=message):
+        shm_size(*arguments, **keywords)
+
+
+def test_counts_given_as_digit_strings_are_accepted():
+    assert shm_size("8", "8", 3 * 800 * 800 * 4, gpus="8") == "16Gi"

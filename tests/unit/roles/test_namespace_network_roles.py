@@ -1,0 +1,65 @@
+"""training_namespace and secondary_networks: documented defaults that pass their own checks."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.training.plugins.module_utils.cni import networks_problems
+from ansible_collections.gpuops.training.plugins.module_utils.training_namespace import namespace_problems
+
+ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
+CLUSTER_ROLES = ("training_namespace", "secondary_networks")
+
+
+def load(path):
+    return yaml.safe_load((ROLES / path).read_text())
+
+
+@pytest.mark.parametrize("role", CLUSTER_ROLES)
+def test_every_default_is_in_the_argument_spec_with_the_same_value(role):
+    defaults = load(role + "/defaults/main.yml")
+    options = load(role + "/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options)
+    for name, value in defaults.items():
+        assert options[name]["default"] == value, name
+        assert options[name]["description"]
+        assert name.startswith(role + "_")
+
+
+@pytest.mark.parametrize("role", CLUSTER_ROLES)
+def test_every_default_is_documented_with_a_comment(role):
+    lines = (ROLES / role / "defaults" / "main.yml").read_text().splitlines()
+    for number, line in enumerate(lines):
+        if line and not line.startswith((" ", "#", "-")) and ":" in line and line != "---":
+            assert lines[number - 1].startswith("#"), "%s: %s has no comment above it" % (role, line)
+
+
+@pytest.mark.parametrize("role", CLUSTER_ROLES)
+def test_every_variable_is_described_in_the_readme(role):
+    readme = (ROLES / role / "README.md").read_text()
+    for name in load(role + "/defaults/main.yml"):
+        assert "`%s`" % name in readme, name
+
+
+def _settings(role):
+    """The settings dict the role's vars/main.yml builds, from the defaults."""
+    defaults = load(role + "/defaults/main.yml")
+    keys = load(role + "/vars/main.yml")[role + "_settings"]
+    prefix = role + "_"
+    return {key: defaults[prefix + key] for key in keys}
+
+
+def test_training_namespace_settings_cover_the_defaults_and_pass():
+    settings = _settings("training_namespace")
+    assert namespace_problems(settings) == []
+
+
+def test_secondary_networks_settings_cover_the_defaults_and_pass():
+    settings = _settings("secondary_networks")
+    settings["cni_version"] = str(settings["cni_version"])
+    assert networks_problems(settings) == []
+    settings["nic_cluster_policy"] = True
+    assert networks_problems(settings) == []
