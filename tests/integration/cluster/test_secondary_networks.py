@@ -138,6 +138,7 @@ def role_vars(k8s_cluster, namespaces, **changes):
         "secondary_networks_sriov_policies": copy.deepcopy(POLICIES),
         "secondary_networks_sriov_networks": copy.deepcopy(NETWORKS),
         "secondary_networks_nic_cluster_policy": True,
+        "secondary_networks_rdma_shared_device_plugin_repository": "registry.example/nvidia/mellanox",
         "secondary_networks_rdma_shared_devices": [
             {
                 "resource_name": "rdma_shared_device_a",
@@ -150,7 +151,7 @@ def role_vars(k8s_cluster, namespaces, **changes):
             "secondaryNetwork": {
                 "multus": {
                     "image": "multus-cni",
-                    "repository": "nvcr.io/nvidia/mellanox",
+                    "repository": "registry.example/nvidia/mellanox",
                     "version": "network-operator-v25.7.0",
                 }
             }
@@ -246,7 +247,7 @@ def test_the_upstream_schemas_accept_and_store_the_operator_objects(converged, n
     plugin = nic["spec"]["rdmaSharedDevicePlugin"]
     assert (plugin["image"], plugin["repository"]) == (
         "k8s-rdma-shared-dev-plugin",
-        "nvcr.io/nvidia/mellanox",
+        "registry.example/nvidia/mellanox",
     )
     assert json.loads(plugin["config"]) == {
         "configList": [

@@ -62,4 +62,8 @@ def test_secondary_networks_settings_cover_the_defaults_and_pass():
     settings["cni_version"] = str(settings["cni_version"])
     assert networks_problems(settings) == []
     settings["nic_cluster_policy"] = True
+    # The image's registry is the user's to name: no default, so it is asked for.
+    (problem,) = networks_problems(settings)
+    assert problem.startswith("secondary_networks_rdma_shared_device_plugin_repository must be a non-empty")
+    settings["rdma_shared_device_plugin_repository"] = "registry.example/nvidia/mellanox"
     assert networks_problems(settings) == []

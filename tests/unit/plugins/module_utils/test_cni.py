@@ -45,7 +45,7 @@ def base_settings(**changes):
             {"resource_name": "rdma_shared_device_a", "rdma_hca_max": 63, "vendors": ["15b3"]}
         ],
         "rdma_shared_device_plugin_image": "k8s-rdma-shared-dev-plugin",
-        "rdma_shared_device_plugin_repository": "nvcr.io/nvidia/mellanox",
+        "rdma_shared_device_plugin_repository": "registry.example/nvidia/mellanox",
         "rdma_shared_device_plugin_version": "network-operator-v25.7.0",
         "nic_cluster_policy_spec": {},
     }
@@ -471,7 +471,7 @@ def test_nic_cluster_policy_with_the_rdma_shared_device_plugin():
             }
         ],
         "k8s-rdma-shared-dev-plugin",
-        "nvcr.io/nvidia/mellanox",
+        "registry.example/nvidia/mellanox",
         "network-operator-v25.7.0",
         spec_extra={
             "nvPeerDriver": {"image": "nv-peer-mem-driver", "repository": "mellanox", "version": "1.1-0"}
