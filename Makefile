@@ -40,9 +40,11 @@ node-image: system-packages
 	tests/podman/build-node-image.sh
 
 # kube-apiserver, etcd, kwok and the Training Operator, built through the Go module proxy
-# into a cache outside the repository (cold about 10 minutes, warm well under a second).
+# into a cache outside the repository (cold about 10 minutes, warm well under a second),
+# and helm for the gpu_operator tests (about 3 minutes the first time).
 harness-build: $(STAMP)
 	$(BIN)/python tests/harness/k8s_harness.py build
+	$(BIN)/python tests/harness/sources.py helm
 
 $(STAMP): requirements-dev.txt constraints.txt training/pyproject.toml
 	$(PYTHON) -m venv $(VENV)

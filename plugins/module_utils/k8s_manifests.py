@@ -1,0 +1,261 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Install manifests (a list of Kubernetes objects) checked, ordered and reported on.
+
+The roles that install an operator from its upstream manifests check them before any
+API call, apply them in dependency order (namespaces and CRDs before what lives in them,
+webhooks last so they never block the objects applied with them), delete them in the
+reverse order, and report a rejected object by name with the API server's own message.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+# kustomize's legacy order: what others depend on first, admission webhooks last.
+APPLY_ORDER = (
+    "Namespace",
+    "ResourceQuota",
+    "StorageClass",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "PodSecurityPolicy",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "Secret",
+    "Endpoints",
+    "Service",
+    "LimitRange",
+    "PriorityClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "StatefulSet",
+    "CronJob",
+    "PodDisruptionBudget",
+)
+LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def object_ref(document):
+    """``Kind namespace/name`` or ``Kind name``."""
+    if not isinstance(document, dict):
+        return "(not an object)"
+    metadata = document.get("metadata") or {}
+    name = metadata.get("name") or "(no name)"
+    if metadata.get("namespace"):
+        name = "%s/%s" % (metadata["namespace"], name)
+    return "%s %s" % (document.get("kind") or "(no kind)", name)
+
+
+def objects(documents):
+    """The objects of a parsed multi-document YAML: empty documents dropped, Lists unpacked."""
+    found = []
+    for document in documents or []:
+        if document is None:
+            continue
+        if isinstance(document, dict) and document.get("kind") == "List" and "items" in document:
+            found.extend(document.get("items") or [])
+        else:
+            found.append(document)
+    return found
+
+
+def _kind_of_value(value):
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__
+
+
+def manifest_problems(documents, required=(), what="the manifests"):
+    """Every problem of a list of objects as messages; empty when they can be applied.
+
+    ``required`` names objects that must be among them, as ``Kind/name``.
+    """
+    problems = []
+    items = objects(documents)
+    if not items:
+        return ["%s hold no Kubernetes objects" % what]
+    seen = {}
+    for index, document in enumerate(items):
+        where = "object %d" % (index + 1)
+        if not isinstance(document, dict):
+            problems.append("%s is not a mapping but %s" % (where, _kind_of_value(document)))
+            continue
+        metadata = document.get("metadata")
+        missing = [field for field in ("apiVersion", "kind") if not isinstance(document.get(field), str)]
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+            missing.append("metadata.name")
+        if missing:
+            problems.append("%s (%s) lacks %s" % (where, object_ref(document), ", ".join(missing)))
+            continue
+        if document["kind"] == "Deployment" and not metadata.get("namespace"):
+            problems.append("%s (%s) has no metadata.namespace" % (where, object_ref(document)))
+        group = document["apiVersion"].rpartition("/")[0]
+        key = (group, document["kind"], metadata.get("namespace") or "", metadata["name"])
+        if key in seen:
+            problems.append("%s (%s) repeats object %d" % (where, object_ref(document), seen[key] + 1))
+        else:
+            seen[key] = index
+    present = {
+        "%s/%s" % (document.get("kind"), (document.get("metadata") or {}).get("name"))
+        for document in items
+        if isinstance(document, dict)
+    }
+    for wanted in required:
+        if wanted not in present:
+            problems.append("%s have no %s" % (what, wanted.replace("/", " ", 1)))
+    return problems
+
+
+def apply_order(documents):
+    """Objects sorted for applying (stable within a kind)."""
+    items = objects(documents)
+
+    def rank(document):
+        kind = document.get("kind") if isinstance(document, dict) else None
+        if kind in APPLY_ORDER:
+            return APPLY_ORDER.index(kind)
+        if kind in LAST:
+            return len(APPLY_ORDER) + 1 + LAST.index(kind)
+        return len(APPLY_ORDER)
+
+    return sorted(items, key=rank)
+
+
+def with_labels(documents, labels):
+    """The objects with ``labels`` added to each one's metadata; labels an object already
+    has keep their value.
+
+    An object applied server-side that sets no field but its name (a bare Namespace) is
+    owned by no field manager, and the API server rewrites it on the next apply (it records
+    a ``before-first-apply`` manager), so a second run would report a change. A label the
+    role owns on every object keeps re-runs quiet.
+    """
+    labelled = []
+    for document in objects(documents):
+        if isinstance(document, dict) and isinstance(document.get("metadata"), dict) and labels:
+            metadata = dict(document["metadata"])
+            merged = dict(labels)
+            merged.update(metadata.get("labels") or {})
+            metadata["labels"] = merged
+            document = dict(document, metadata=metadata)
+        labelled.append(document)
+    return labelled
+
+
+def _stub(document):
+    """What a deletion needs of an object: apiVersion, kind, name and namespace."""
+    metadata = document.get("metadata") or {}
+    stub = {"name": metadata.get("name")}
+    if metadata.get("namespace"):
+        stub["namespace"] = metadata["namespace"]
+    return {"apiVersion": document.get("apiVersion"), "kind": document.get("kind"), "metadata": stub}
+
+
+def delete_order(documents, keep_kinds=()):
+    """Objects (apiVersion, kind, name, namespace) in the reverse of the apply order,
+    without the kinds to keep."""
+    return [
+        _stub(document)
+        for document in reversed(apply_order(documents))
+        if document.get("kind") not in keep_kinds
+    ]
+
+
+def by_kind(documents, kind):
+    return [
+        document
+        for document in objects(documents)
+        if isinstance(document, dict) and document.get("kind") == kind
+    ]
+
+
+def names(documents, kind):
+    """Names of the objects of one kind; ``namespace/name`` for namespaced ones."""
+    found = []
+    for document in by_kind(documents, kind):
+        metadata = document.get("metadata") or {}
+        name = metadata.get("name")
+        found.append("%s/%s" % (metadata["namespace"], name) if metadata.get("namespace") else name)
+    return found
+
+
+def split_by_namespaces(documents, existing_namespaces):
+    """``(ready, deferred)``: objects that can be dry-run now, and those in a namespace that
+    does not exist yet (a server-side dry run of them fails with NotFound until the
+    namespace is really created). Cluster-scoped objects are always ready."""
+    existing = set(existing_namespaces or [])
+    ready, deferred = [], []
+    for document in objects(documents):
+        namespace = (document.get("metadata") or {}).get("namespace")
+        (deferred if namespace and namespace not in existing else ready).append(document)
+    return ready, deferred
+
+
+def api_error_message(text):
+    """The API server's message from a kubernetes.core error such as
+    ``Failed to apply object: b'{"kind":"Status",...,"message":"..."}'``; the text as is
+    when it holds no Status."""
+    text = str(text or "")
+    for opener in ("b'", 'b"'):
+        start = text.find(opener)
+        if start < 0:
+            continue
+        try:
+            body = ast.literal_eval(text[start:])
+            status = json.loads(body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(status, dict) and status.get("message"):
+            return status["message"]
+    start = text.find("{")
+    if start >= 0:
+        try:
+            status = json.loads(text[start:])
+        except ValueError:
+            return text
+        if isinstance(status, dict) and status.get("message"):
+            return status["message"]
+    return text
+
+
+def _paired(documents, results):
+    """(object, result) pairs, as far as both go."""
+    items, results = objects(documents), list(results or [])
+    return [(items[index], results[index]) for index in range(min(len(items), len(results)))]
+
+
+def rejected(documents, results):
+    """``Kind ns/name: message`` for every object whose result carries an ``error``.
+
+    ``results`` are kubernetes.core.k8s results in the order of ``documents`` (a
+    ``definition`` list applied with ``continue_on_error``).
+    """
+    lines = []
+    for document, result in _paired(documents, results):
+        error = (result or {}).get("error") if isinstance(result, dict) else None
+        if error:
+            message = api_error_message(error.get("msg") if isinstance(error, dict) else error)
+            lines.append("%s: %s" % (object_ref(document), message))
+    return lines
+
+
+def changed(documents, results):
+    """References of the objects whose result says changed."""
+    return [
+        object_ref(document)
+        for document, result in _paired(documents, results)
+        if isinstance(result, dict) and result.get("changed") and not result.get("error")
+    ]

@@ -1,0 +1,193 @@
+"""Install manifests: checks before any API call, apply/delete order, rejection messages."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
+    api_error_message,
+    apply_order,
+    changed,
+    delete_order,
+    manifest_problems,
+    names,
+    object_ref,
+    objects,
+    rejected,
+    split_by_namespaces,
+    with_labels,
+)
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow"}}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "pytorchjobs.kubeflow.org"},
+}
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "training-operator", "namespace": "kubeflow"},
+}
+WEBHOOK = {
+    "apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "ValidatingWebhookConfiguration",
+    "metadata": {"name": "validator.training-operator.kubeflow.org"},
+}
+ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "training-operator"},
+}
+CUSTOM = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "PyTorchJob",
+    "metadata": {"name": "smoke", "namespace": "kubeflow"},
+}
+
+
+def test_objects_drop_empty_documents_and_unpack_lists():
+    assert objects(
+        [None, NAMESPACE, {"apiVersion": "v1", "kind": "List", "items": [CRD, DEPLOYMENT]}, None]
+    ) == [
+        NAMESPACE,
+        CRD,
+        DEPLOYMENT,
+    ]
+
+
+def test_valid_manifests_have_no_problems():
+    assert (
+        manifest_problems([NAMESPACE, CRD, DEPLOYMENT], ["CustomResourceDefinition/pytorchjobs.kubeflow.org"])
+        == []
+    )
+
+
+def test_every_problem_is_named():
+    documents = [
+        "just a string",
+        {"kind": "Service", "metadata": {"name": "x"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "no-namespace"}},
+        DEPLOYMENT,
+        dict(DEPLOYMENT),
+    ]
+    assert manifest_problems(documents, ["CustomResourceDefinition/trainjobs.trainer.kubeflow.org"]) == [
+        "object 1 is not a mapping but a string",
+        "object 2 (Service x) lacks apiVersion",
+        "object 3 (Deployment no-namespace) has no metadata.namespace",
+        "object 5 (Deployment kubeflow/training-operator) repeats object 4",
+        "the manifests have no CustomResourceDefinition trainjobs.trainer.kubeflow.org",
+    ]
+
+
+def test_empty_manifests():
+    assert manifest_problems([None], what="kustomization x") == ["kustomization x hold no Kubernetes objects"]
+
+
+def test_same_name_in_other_groups_or_namespaces_is_not_a_repeat():
+    other_namespace = {**DEPLOYMENT, "metadata": {"name": "training-operator", "namespace": "other"}}
+    other_group = {**ROLE, "apiVersion": "example.com/v1"}
+    assert manifest_problems([DEPLOYMENT, other_namespace, ROLE, other_group]) == []
+
+
+def test_apply_order_puts_namespaces_and_crds_first_and_webhooks_last():
+    ordered = apply_order([WEBHOOK, CUSTOM, DEPLOYMENT, ROLE, CRD, NAMESPACE])
+    assert [document["kind"] for document in ordered] == [
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "Deployment",
+        "PyTorchJob",
+        "ValidatingWebhookConfiguration",
+    ]
+
+
+def test_delete_order_is_the_reverse_without_kept_kinds_and_only_identities():
+    doomed = delete_order(
+        [NAMESPACE, CRD, {**DEPLOYMENT, "spec": {"replicas": 1}}, WEBHOOK], ["CustomResourceDefinition"]
+    )
+    assert doomed == [
+        {
+            "apiVersion": WEBHOOK["apiVersion"],
+            "kind": WEBHOOK["kind"],
+            "metadata": {"name": WEBHOOK["metadata"]["name"]},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "training-operator", "namespace": "kubeflow"},
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow"}},
+    ]
+
+
+def test_names_of_a_kind():
+    assert names([NAMESPACE, CRD, DEPLOYMENT], "Deployment") == ["kubeflow/training-operator"]
+    assert names([NAMESPACE, CRD, DEPLOYMENT], "CustomResourceDefinition") == ["pytorchjobs.kubeflow.org"]
+
+
+def test_split_by_namespaces_defers_objects_in_missing_namespaces():
+    ready, deferred = split_by_namespaces([NAMESPACE, CRD, DEPLOYMENT, CUSTOM], ["default"])
+    assert ready == [NAMESPACE, CRD]
+    assert deferred == [DEPLOYMENT, CUSTOM]
+    ready, deferred = split_by_namespaces([NAMESPACE, CRD, DEPLOYMENT], ["default", "kubeflow"])
+    assert deferred == []
+
+
+STATUS = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "message": 'Deployment.apps "training-operator" is invalid: '
+    "spec.template.spec.containers[0].image: Required value",
+    "reason": "Invalid",
+    "code": 422,
+}
+
+
+def test_api_error_message_reads_the_status_out_of_kubernetes_core_errors():
+    body = json.dumps(STATUS).encode()
+    assert api_error_message("Failed to apply object: %s" % body) == STATUS["message"]
+    assert api_error_message("Failed to apply object: %s" % json.dumps(STATUS)) == STATUS["message"]
+    assert api_error_message("Failed to find exact match for kubeflow.org/v1.PyTorchJob") == (
+        "Failed to find exact match for kubeflow.org/v1.PyTorchJob"
+    )
+    assert api_error_message("Failed: b'not json'") == "Failed: b'not json'"
+
+
+def test_rejected_and_changed_zip_results_with_objects():
+    results = [
+        {"changed": True, "result": NAMESPACE},
+        {"changed": False, "result": CRD},
+        {
+            "changed": False,
+            "result": {},
+            "error": {"msg": "Failed to apply object: %s" % json.dumps(STATUS).encode()},
+        },
+    ]
+    assert rejected([NAMESPACE, CRD, DEPLOYMENT], results) == [
+        "Deployment kubeflow/training-operator: " + STATUS["message"]
+    ]
+    assert changed([NAMESPACE, CRD, DEPLOYMENT], results) == ["Namespace kubeflow"]
+
+
+def test_object_ref():
+    assert object_ref(DEPLOYMENT) == "Deployment kubeflow/training-operator"
+    assert object_ref(CRD) == "CustomResourceDefinition pytorchjobs.kubeflow.org"
+    assert object_ref(3) == "(not an object)"
+    assert object_ref({}) == "(no kind) (no name)"
+
+
+def test_with_labels_adds_labels_keeps_existing_ones_and_copies():
+    labelled_deployment = {
+        **DEPLOYMENT,
+        "metadata": {**DEPLOYMENT["metadata"], "labels": {"app": "x", "team": "ml"}},
+    }
+    labelled = with_labels(
+        [NAMESPACE, labelled_deployment, None, "junk"], {"team": "infra", "owner": "gpuops"}
+    )
+    assert labelled[0]["metadata"]["labels"] == {"team": "infra", "owner": "gpuops"}
+    assert labelled[1]["metadata"]["labels"] == {"team": "ml", "owner": "gpuops", "app": "x"}
+    assert labelled[2] == "junk"
+    assert "labels" not in NAMESPACE["metadata"]
+    assert with_labels([NAMESPACE], {}) == [NAMESPACE]
