@@ -118,7 +118,8 @@ def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
         ),
         (
             {"training_job_launcher": "slurm"},
-            "value of training_job_launcher must be one of: local, got: slurm",
+            "value of training_job_launcher must be one of: local, ssh, pytorchjob, indexed_job, "
+            "trainjob, runai, got: slurm",
         ),
         (
             {"training_job_dataset": "coco"},

@@ -1,0 +1,91 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+name: training_workload
+short_description: Render a training run as a PyTorchJob, an Indexed Job, a TrainJob or a Run:ai command
+version_added: 0.1.0
+author:
+  - gpuops.training maintainers (@gpuops)
+description:
+  - Renders the run described by the gpuops.training.training_job role's settings for the launcher
+    they name - C(pytorchjob) (Kubeflow PyTorchJob), C(indexed_job) (a headless Service and a batch/v1
+    Job with C(completionMode Indexed)), C(trainjob) (Kubeflow Trainer v2 TrainJob and, unless it
+    names an existing runtime, its TrainingRuntime) or C(runai) (the C(runai training pytorch submit)
+    command as an argv list).
+  - Every launcher renders the same pod from the same settings - requests equal to limits for cpu,
+    memory, GPUs and RDMA devices (Guaranteed QoS), a memory-backed C(/dev/shm) sized from the
+    DataLoader workers, batch size and ranks (see P(gpuops.training.shm_size#filter)), C(IPC_LOCK) as
+    the only added capability, never privileged and no privilege escalation, C(runAsUser) and
+    C(runAsGroup) when given, the Multus network annotation and RDMA requests of the fabric, NCCL
+    variables of the fabric profile (C(ib), C(roce), C(socket)), explicit timeouts, checkpoints on a
+    PVC, C(torchrun --max-restarts), C(restartPolicy OnFailure), a C(backoffLimit), and the run id as a label.
+  - The input is a dict of the role's variables without their C(training_job_) prefix, plus
+    C(trainer_args), the trainer's arguments; the role's README lists them.
+  - Fails with every problem when the settings are not valid. The same plugin file holds
+    C(training_workload_problems), which returns those problems as a list of messages naming the
+    role variable (empty when valid), for an C(assert) before any API call.
+options:
+  _input:
+    description: The settings, keys as the role's variables without C(training_job_).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Stop before any API call when a setting is wrong
+  ansible.builtin.assert:
+    that: settings | gpuops.training.training_workload_problems | length == 0
+    fail_msg: "{{ settings | gpuops.training.training_workload_problems | join('\n') }}"
+
+- name: Apply the run's objects
+  kubernetes.core.k8s:
+    state: present
+    apply: true
+    server_side_apply: {field_manager: gpuops-training}
+    definition: "{{ item }}"
+  loop: "{{ (settings | gpuops.training.training_workload).manifests }}"
+
+- name: Submit the same run to Run:ai
+  ansible.builtin.command:
+    argv: "{{ (settings | combine({'launcher': 'runai'}) | gpuops.training.training_workload).runai_argv }}"
+  changed_when: true
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(manifests) (the objects in apply order; empty for runai), C(kind), C(api_version) and C(name)
+      of the object to wait for, C(namespace), C(pod_selector) (finds the run's pods), C(expected_pods),
+      C(world_size), C(command) (the trainer container's command), C(runai_argv) (runai only),
+      C(shm_size), C(env) (the container's variables), C(output_dir) (checkpoints in the pod),
+      C(sync_bn), C(nccl_expected) and C(nccl_transport) (what the fabric promises NCCL will use,
+      V(IB) or V(Socket); empty when the run has no GPUs).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.training.plugins.module_utils.training_workload import (
+    WorkloadError,
+    problems,
+    workload,
+)
+
+
+def training_workload(settings):
+    try:
+        return workload(settings)
+    except WorkloadError as error:
+        raise AnsibleFilterError(str(error)) from error
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "training_workload": training_workload,
+            "training_workload_problems": problems,
+        }

@@ -1,0 +1,395 @@
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Where is a training workload, and which of its pods hold it up?
+
+Small predicates over objects as the API returns them (dicts), so that the unit tests can
+feed YAML fixtures:
+
+- :func:`workload_phase` reads a batch/v1 Job, a Kubeflow PyTorchJob or a Kubeflow Trainer
+  TrainJob and says ``Pending``, ``Running``, ``Succeeded``, ``Failed`` or ``Suspended``, with
+  the reason the controller gave. A Job is done at its ``Complete`` or ``Failed`` condition,
+  a PyTorchJob at ``Succeeded`` or ``Failed`` (a PyTorchJob succeeds when its master does,
+  workers may still run), a TrainJob at ``Complete`` or ``Failed``.
+- :func:`pod_state` reads one pod: its phase, and what holds it up - the scheduler's reason
+  (``Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu``), a container
+  that cannot start (``ImagePullBackOff``, ``CrashLoopBackOff``, ...), restarts, or the exit
+  code and reason of a failed container.
+- :func:`judge` puts both together into a verdict with pod counts, the slow and stuck pods and
+  a one-line progress report; :func:`timeout_message` and :func:`failure_message` name every
+  pod that did not finish, with its state.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Suspended", "NotFound")
+TERMINAL = ("Succeeded", "Failed")
+# Container waiting reasons that do not heal by waiting a little longer.
+STUCK_REASONS = (
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
+DEFAULT_SLOW_AFTER_S = 120
+
+
+def parse_time(text):
+    """Seconds since the epoch of an RFC 3339 timestamp as the API writes it; None if absent."""
+    if not text or not isinstance(text, str):
+        return None
+    value = text.strip().replace("Z", "+00:00")
+    if "." in value:
+        # Python before 3.11 takes at most 6 fractional digits.
+        head, _dot, tail = value.partition(".")
+        digits = "".join(ch for ch in tail if ch.isdigit())
+        zone = tail[len(digits) :]
+        value = "%s.%s%s" % (head, (digits + "000000")[:6], zone)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def _conditions(obj):
+    status = (obj or {}).get("status") or {}
+    return [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+
+
+def _condition(obj, kind):
+    for condition in _conditions(obj):
+        if condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _is_true(condition):
+    return condition is not None and str(condition.get("status")) == "True"
+
+
+def _detail(condition):
+    if not condition:
+        return ""
+    return ": ".join(str(part) for part in (condition.get("reason"), condition.get("message")) if part)
+
+
+# --------------------------------------------------------------------------------------
+# workloads
+# --------------------------------------------------------------------------------------
+
+
+def job_phase(job):
+    """(phase, detail) of a batch/v1 Job."""
+    for kind, phase in (("Failed", "Failed"), ("Complete", "Succeeded")):
+        condition = _condition(job, kind)
+        if _is_true(condition):
+            return phase, _detail(condition)
+    if _is_true(_condition(job, "Suspended")):
+        return "Suspended", _detail(_condition(job, "Suspended"))
+    status = job.get("status") or {}
+    if (status.get("active") or 0) > 0 or status.get("startTime"):
+        return "Running", ""
+    return "Pending", ""
+
+
+def pytorchjob_phase(job):
+    """(phase, detail) of a Kubeflow PyTorchJob (kubeflow.org/v1).
+
+    The operator appends conditions and flips the older ones to False: the terminal ones
+    decide, then Suspended, Running and Restarting; Created alone means the pods are coming.
+    """
+    for kind, phase in (("Failed", "Failed"), ("Succeeded", "Succeeded")):
+        condition = _condition(job, kind)
+        if _is_true(condition):
+            return phase, _detail(condition)
+    if _is_true(_condition(job, "Suspended")):
+        return "Suspended", _detail(_condition(job, "Suspended"))
+    if _is_true(_condition(job, "Restarting")):
+        return "Running", _detail(_condition(job, "Restarting"))
+    if _is_true(_condition(job, "Running")):
+        return "Running", ""
+    return "Pending", _detail(_condition(job, "Created"))
+
+
+def trainjob_phase(job):
+    """(phase, detail) of a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1)."""
+    for kind, phase in (("Failed", "Failed"), ("Complete", "Succeeded")):
+        condition = _condition(job, kind)
+        if _is_true(condition):
+            return phase, _detail(condition)
+    if _is_true(_condition(job, "Suspended")):
+        return "Suspended", _detail(_condition(job, "Suspended"))
+    jobs = ((job or {}).get("status") or {}).get("jobsStatus") or []
+    if any((entry.get("active") or 0) > 0 or (entry.get("ready") or 0) > 0 for entry in jobs):
+        return "Running", ""
+    return "Pending", ""
+
+
+PHASE_READERS = {"Job": job_phase, "PyTorchJob": pytorchjob_phase, "TrainJob": trainjob_phase}
+
+
+def workload_phase(kind, obj):
+    """(phase, detail) of a Job, PyTorchJob or TrainJob; ("NotFound", "") for None."""
+    if obj is None:
+        return "NotFound", ""
+    if kind not in PHASE_READERS:
+        raise ValueError("kind must be one of %s, got %r" % (", ".join(sorted(PHASE_READERS)), kind))
+    return PHASE_READERS[kind](obj)
+
+
+# --------------------------------------------------------------------------------------
+# pods
+# --------------------------------------------------------------------------------------
+
+
+def _container_statuses(pod):
+    status = pod.get("status") or {}
+    return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+
+
+def pod_state(pod, now=None, slow_after=DEFAULT_SLOW_AFTER_S):
+    """One pod's state: name, phase, node, age_s, restarts, reason, detail, exit_code, stuck, slow.
+
+    ``reason`` is the short cause (``Unschedulable``, ``ImagePullBackOff``, ``Error``, ...) and
+    ``detail`` the message that goes with it. ``stuck`` means waiting will not help without a
+    change (the scheduler cannot place it, the image cannot be pulled, the container keeps
+    crashing); ``slow`` that the pod has been Pending longer than ``slow_after`` seconds, or is stuck.
+    """
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    phase = status.get("phase") or "Pending"
+    created = parse_time(metadata.get("creationTimestamp"))
+    age = round(now - created, 1) if now is not None and created is not None else None
+    restarts = sum(int(c.get("restartCount") or 0) for c in _container_statuses(pod))
+    state = {
+        "name": metadata.get("name"),
+        "phase": phase,
+        "node": spec.get("nodeName"),
+        "age_s": age,
+        "restarts": restarts,
+        "reason": "",
+        "detail": "",
+        "exit_code": None,
+        "stuck": False,
+        "slow": False,
+        "deleting": bool(metadata.get("deletionTimestamp")),
+    }
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    waiting = [
+        (c.get("name"), (c.get("state") or {}).get("waiting") or {})
+        for c in _container_statuses(pod)
+        if (c.get("state") or {}).get("waiting")
+    ]
+    if phase == "Pending" and scheduled is not None and str(scheduled.get("status")) == "False":
+        state.update(reason=scheduled.get("reason") or "NotScheduled", detail=scheduled.get("message") or "")
+        state["stuck"] = state["reason"] == "Unschedulable"
+    elif phase == "Failed":
+        _failed(state, pod)
+    else:
+        for name, info in waiting:
+            reason = info.get("reason") or ""
+            if reason in STUCK_REASONS:
+                state.update(
+                    reason=reason,
+                    detail="container %s: %s" % (name, info.get("message") or reason),
+                    stuck=True,
+                )
+                if reason == "CrashLoopBackOff":
+                    _last_exit(state, pod, name)
+                break
+            if reason and not state["reason"]:
+                state.update(reason=reason, detail="container %s: %s" % (name, info.get("message") or reason))
+        if not state["reason"] and restarts:
+            state.update(reason="Restarted", detail="restarted %d times" % restarts)
+    if phase == "Pending" and status.get("reason"):
+        state["reason"] = state["reason"] or status["reason"]
+    state["slow"] = state["stuck"] or (phase == "Pending" and age is not None and age >= slow_after)
+    return state
+
+
+def _failed(state, pod):
+    status = pod.get("status") or {}
+    for container in _container_statuses(pod):
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated and int(terminated.get("exitCode") or 0) != 0:
+            state["exit_code"] = int(terminated.get("exitCode"))
+            state["reason"] = terminated.get("reason") or "Error"
+            state["detail"] = "container %s exited with code %d (%s)%s" % (
+                container.get("name"),
+                state["exit_code"],
+                state["reason"],
+                (": " + terminated["message"].strip()) if terminated.get("message") else "",
+            )
+            return
+    state["reason"] = status.get("reason") or "Failed"
+    state["detail"] = status.get("message") or "the pod failed"
+
+
+def _last_exit(state, pod, name):
+    for container in _container_statuses(pod):
+        if container.get("name") != name:
+            continue
+        terminated = (container.get("lastState") or {}).get("terminated") or {}
+        if terminated:
+            state["exit_code"] = terminated.get("exitCode")
+            state["detail"] += " (last exit code %s, %s)" % (
+                terminated.get("exitCode"),
+                terminated.get("reason"),
+            )
+
+
+def describe_pod(state):
+    """``name: Pending for 45 s, Unschedulable: 0/2 nodes are available: ...``"""
+    text = "%s: %s" % (state.get("name"), state.get("phase"))
+    if state.get("age_s") is not None and state.get("phase") in ("Pending", "Running"):
+        text += " for %d s" % int(state["age_s"])
+    if state.get("gone"):
+        text += " (last seen; the pod is gone)"
+    if state.get("node"):
+        text += " on %s" % state["node"]
+    if state.get("reason"):
+        text += ", %s" % state["reason"]
+        if state.get("detail") and state["detail"] != state["reason"]:
+            text += ": %s" % state["detail"]
+    return text
+
+
+def pod_counts(states):
+    counts = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+    for state in states:
+        if state.get("gone"):
+            continue
+        key = str(state.get("phase")).lower()
+        counts[key if key in counts else "unknown"] += 1
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def merge_pod_states(previous, current):
+    """The current states plus the last state of pods seen earlier that are gone now (a
+    controller may delete pods at its deadline): their story still goes into the messages."""
+    names = {state.get("name") for state in current}
+    remembered = []
+    for state in previous or []:
+        if isinstance(state, dict) and state.get("name") not in names:
+            gone = dict(state)
+            gone["gone"] = True
+            remembered.append(gone)
+    return list(current) + remembered
+
+
+# --------------------------------------------------------------------------------------
+# verdicts
+# --------------------------------------------------------------------------------------
+
+
+def _reference(kind, name, namespace):
+    return "%s %s/%s" % (kind, namespace, name) if namespace else "%s %s" % (kind, name)
+
+
+def judge(
+    kind, name, namespace, obj, pods, now, expected_pods=None, slow_after=DEFAULT_SLOW_AFTER_S, previous=None
+):
+    """The verdict on a workload and its pods.
+
+    Returns ``phase``, ``detail``, ``finished`` (Succeeded or Failed), ``succeeded``,
+    ``counts`` (pending, running, succeeded, failed, unknown, total), ``pods`` (every pod's
+    state, pods seen before and gone now marked ``gone``), ``slow_pods`` and ``stuck_pods``
+    (descriptions), ``progress`` (one line) and ``message`` (on failure: what failed and why).
+    """
+    phase, detail = workload_phase(kind, obj)
+    current = [pod_state(pod, now, slow_after) for pod in pods]
+    current.sort(key=lambda state: str(state.get("name")))
+    states = merge_pod_states(previous, current)
+    counts = pod_counts(current)
+    slow = [describe_pod(state) for state in states if state.get("slow") and not state.get("gone")]
+    stuck = [describe_pod(state) for state in states if state.get("stuck")]
+    reference = _reference(kind, name, namespace)
+    progress = "%s: %s%s; pods: %d pending, %d running, %d succeeded, %d failed" % (
+        reference,
+        phase,
+        " (%s)" % detail if detail and phase not in TERMINAL else "",
+        counts["pending"],
+        counts["running"],
+        counts["succeeded"],
+        counts["failed"],
+    )
+    if expected_pods:
+        progress += " of %d expected" % expected_pods
+        if counts["total"] < expected_pods and phase not in TERMINAL:
+            progress += " (%d not created yet)" % (expected_pods - counts["total"])
+    if slow:
+        progress += "; slow: " + "; ".join(slow)
+    verdict = {
+        "kind": kind,
+        "name": name,
+        "namespace": namespace,
+        "phase": phase,
+        "detail": detail,
+        "finished": phase in TERMINAL,
+        "succeeded": phase == "Succeeded",
+        "counts": counts,
+        "pods": states,
+        "slow_pods": slow,
+        "stuck_pods": stuck,
+        "progress": progress,
+        "message": "",
+    }
+    if phase == "Failed":
+        verdict["message"] = failure_message(verdict)
+    return verdict
+
+
+def _unfinished(verdict):
+    return [state for state in verdict.get("pods") or [] if state.get("phase") != "Succeeded"]
+
+
+def failure_message(verdict):
+    """``PyTorchJob ns/name failed (reason: message); failed pods: X: Failed, Error: container ...``"""
+    text = "%s failed" % _reference(verdict["kind"], verdict["name"], verdict["namespace"])
+    if verdict.get("detail"):
+        text += " (%s)" % verdict["detail"]
+    pods = _unfinished(verdict)
+    failed = [state for state in pods if state.get("phase") == "Failed"]
+    others = [state for state in pods if state.get("phase") != "Failed"]
+    if failed:
+        text += "; failed pods: " + "; ".join(describe_pod(state) for state in failed)
+    if others:
+        text += "; not finished: " + "; ".join(describe_pod(state) for state in others)
+    if not pods:
+        text += "; no pod of it is left to tell why"
+    return text
+
+
+def timeout_message(verdict, timeout_s):
+    """What was still going on when the wait gave up, naming every unfinished pod."""
+    text = "%s did not finish within %s s: it is %s" % (
+        _reference(verdict["kind"], verdict["name"], verdict["namespace"]),
+        timeout_s,
+        verdict.get("phase"),
+    )
+    if verdict.get("detail"):
+        text += " (%s)" % verdict["detail"]
+    pods = _unfinished(verdict)
+    stuck = [state for state in pods if state.get("stuck")]
+    rest = [state for state in pods if not state.get("stuck")]
+    if stuck:
+        text += "; stuck pods: " + "; ".join(describe_pod(state) for state in stuck)
+    if rest:
+        text += "; unfinished pods: " + "; ".join(describe_pod(state) for state in rest)
+    if not verdict.get("pods"):
+        text += "; no pod was created"
+        if verdict.get("kind") in ("PyTorchJob", "TrainJob"):
+            text += " (is the %s controller running, and does the namespace's quota admit the pods?)" % (
+                "Kubeflow Training Operator" if verdict["kind"] == "PyTorchJob" else "Kubeflow Trainer"
+            )
+    return text

@@ -1,0 +1,333 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.training contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: training_job_wait
+short_description: Wait for a training Job, PyTorchJob or TrainJob to end, naming the pods that hold it up
+description:
+  - Polls a batch/v1 Job, a Kubeflow PyTorchJob (C(kubeflow.org/v1)) or a Kubeflow Trainer
+    TrainJob (C(trainer.kubeflow.org/v1alpha1)) and the pods that O(pod_selector) finds, until the
+    workload has succeeded or failed, or until its deadline (O(started) + O(timeout)). It never
+    waits longer than that.
+  - "Every read counts the pods pending, running, succeeded and failed and names the slow or
+    stuck ones with their phase and reason - the scheduler's reason for a pod it cannot place
+    (C(Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu)), a container
+    that cannot start (C(ImagePullBackOff), C(CrashLoopBackOff)), a failed container's exit code."
+  - With O(window) the module returns after that many seconds even when the workload has not
+    ended, with RV(finished=false) and a one-line RV(progress); a role calls it again (passing
+    RV(pods) back as O(seen_pods)) to show progress while it waits.
+  - A PyTorchJob succeeds when its master does; workers may still be running then.
+  - The timeout message names every unfinished pod and its state, including pods that were
+    seen earlier and are gone (a controller deletes pods at its own deadline).
+version_added: 0.1.0
+author:
+  - gpuops.training maintainers (@gpuops)
+options:
+  kind:
+    description: Kind of the workload.
+    type: str
+    required: true
+    choices: [Job, PyTorchJob, TrainJob]
+  name:
+    description: Name of the workload.
+    type: str
+    required: true
+  namespace:
+    description: Namespace of the workload and its pods.
+    type: str
+    required: true
+  pod_selector:
+    description: Label selector of the workload's pods, for example V(gpuops.training/run-id=retinanet-20261122T050000Z).
+    type: str
+    required: true
+  expected_pods:
+    description: Pods the workload should have, for the progress line; 0 when unknown.
+    type: int
+    default: 0
+  timeout:
+    description: Seconds from O(started) after which the wait gives up.
+    type: int
+    default: 3600
+  started:
+    description: When the wait began, in seconds since the epoch; the time of this call when left out.
+    type: float
+  window:
+    description:
+      - Seconds this call watches before it returns with RV(finished=false); 0 watches until the
+        workload ends or the deadline passes.
+    type: int
+    default: 0
+  poll_interval:
+    description: Seconds between two reads.
+    type: int
+    default: 5
+  slow_after:
+    description: A pod still Pending after this many seconds is reported as slow.
+    type: int
+    default: 120
+  seen_pods:
+    description: RV(pods) of an earlier call, so that pods deleted since are still named.
+    type: list
+    elements: dict
+    default: []
+  fail_on_failure:
+    description:
+      - Fail the task when the workload failed or the deadline passed. With V(false) the task
+        succeeds and RV(succeeded), RV(timed_out) and RV(message) tell the outcome.
+    type: bool
+    default: true
+  kubeconfig:
+    description:
+      - Path to the kubeconfig file. Without it the environment variable
+        E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG) and C(~/.kube/config), then the
+        in-cluster service account are used.
+    type: path
+  context:
+    description: Context of the kubeconfig to use; its current context when not given.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is nothing to show.
+requirements:
+  - kubernetes (the Python client)
+seealso:
+  - module: kubernetes.core.k8s_info
+  - module: gpuops.training.operator_wait
+"""
+
+EXAMPLES = r"""
+- name: Wait up to an hour for the PyTorchJob, failing with the stuck pods named
+  gpuops.training.training_job_wait:
+    kind: PyTorchJob
+    name: retinanet-3f9a1c
+    namespace: training
+    pod_selector: gpuops.training/run-id=retinanet-20261122T050000Z
+    expected_pods: 2
+    timeout: 3600
+
+- name: Watch an Indexed Job for 30 seconds at a time and report progress
+  gpuops.training.training_job_wait:
+    kind: Job
+    name: retinanet-3f9a1c
+    namespace: training
+    pod_selector: gpuops.training/run-id=retinanet-20261122T050000Z
+    started: "{{ wait_started }}"
+    timeout: 3600
+    window: 30
+    seen_pods: "{{ previous.pods | default([]) }}"
+    fail_on_failure: false
+  register: previous
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the wait is over - the workload succeeded or failed, or the deadline passed.
+  returned: always
+  type: bool
+succeeded:
+  description: Whether the workload succeeded.
+  returned: always
+  type: bool
+timed_out:
+  description: Whether the deadline passed before the workload ended.
+  returned: always
+  type: bool
+phase:
+  description: C(Pending), C(Running), C(Succeeded), C(Failed), C(Suspended) or C(NotFound).
+  returned: always
+  type: str
+detail:
+  description: "The controller's reason and message for the phase, such as C(BackoffLimitExceeded: Job has reached the specified backoff limit)."
+  returned: always
+  type: str
+counts:
+  description: Pods by phase - pending, running, succeeded, failed, unknown and total.
+  returned: always
+  type: dict
+  sample: {pending: 1, running: 1, succeeded: 0, failed: 0, unknown: 0, total: 2}
+pods:
+  description:
+    - Every pod - name, phase, node, age_s, restarts, reason, detail, exit_code, stuck, slow;
+      pods seen earlier and gone now carry C(gone=true).
+  returned: always
+  type: list
+  elements: dict
+slow_pods:
+  description: The pods Pending longer than O(slow_after) or stuck, described in one line each.
+  returned: always
+  type: list
+  elements: str
+  sample: ["retinanet-3f9a1c-0-x7k2p: Pending for 130 s, Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
+stuck_pods:
+  description: The pods that will not go on without a change (unschedulable, image pull, crash loop).
+  returned: always
+  type: list
+  elements: str
+progress:
+  description: One line with the phase, the pod counts and the slow pods.
+  returned: always
+  type: str
+message:
+  description: On failure or timeout, what failed and the state of every unfinished pod; empty otherwise.
+  returned: always
+  type: str
+elapsed:
+  description: Seconds since O(started).
+  returned: always
+  type: float
+remaining:
+  description: Seconds left until the deadline.
+  returned: always
+  type: float
+"""
+
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import judge, timeout_message
+
+try:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+CUSTOM_KINDS = {
+    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+}
+
+
+class ReadError(Exception):
+    pass
+
+
+def api_client(kubeconfig, context):
+    """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
+    try:
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
+    except config.ConfigException:
+        if kubeconfig:
+            raise
+        config.load_incluster_config()
+        return client.ApiClient()
+
+
+def read_workload(api, kind, namespace, name):
+    """The workload as a dict, or None when it does not exist."""
+    try:
+        if kind == "Job":
+            job = client.BatchV1Api(api).read_namespaced_job(name, namespace)
+            return api.sanitize_for_serialization(job)
+        group, version, plural = CUSTOM_KINDS[kind]
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(
+            group, version, namespace, plural, name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise ReadError(
+            "cannot read %s %s/%s: %s %s" % (kind, namespace, name, error.status, error.reason)
+        ) from error
+
+
+def list_pods(api, namespace, selector):
+    try:
+        pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector)
+    except ApiException as error:
+        raise ReadError(
+            "cannot list the pods %s in %s: %s %s" % (selector, namespace, error.status, error.reason)
+        ) from error
+    return api.sanitize_for_serialization(pods).get("items") or []
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "kind": {"type": "str", "required": True, "choices": ["Job", "PyTorchJob", "TrainJob"]},
+            "name": {"type": "str", "required": True},
+            "namespace": {"type": "str", "required": True},
+            "pod_selector": {"type": "str", "required": True},
+            "expected_pods": {"type": "int", "default": 0},
+            "timeout": {"type": "int", "default": 3600},
+            "started": {"type": "float"},
+            "window": {"type": "int", "default": 0},
+            "poll_interval": {"type": "int", "default": 5},
+            "slow_after": {"type": "int", "default": 120},
+            "seen_pods": {"type": "list", "elements": "dict", "default": []},
+            "fail_on_failure": {"type": "bool", "default": True},
+            "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
+            "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
+        },
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    if (
+        params["timeout"] < 0
+        or params["window"] < 0
+        or params["poll_interval"] < 1
+        or params["slow_after"] < 0
+    ):
+        module.fail_json(
+            msg="timeout, window and slow_after must be 0 or more and poll_interval at least 1 second"
+        )
+    try:
+        api = api_client(params["kubeconfig"], params["context"])
+    except Exception as error:  # the kubernetes client raises several unrelated types here
+        module.fail_json(msg="cannot configure the Kubernetes client: %s" % error)
+
+    began = time.time()
+    started = params["started"] if params["started"] is not None else began
+    deadline = started + params["timeout"]
+    window_end = began + params["window"] if params["window"] else deadline
+    seen = params["seen_pods"]
+    while True:
+        try:
+            obj = read_workload(api, params["kind"], params["namespace"], params["name"])
+            pods = list_pods(api, params["namespace"], params["pod_selector"])
+        except ReadError as error:
+            module.fail_json(msg=str(error))
+        now = time.time()
+        verdict = judge(
+            params["kind"],
+            params["name"],
+            params["namespace"],
+            obj,
+            pods,
+            now,
+            expected_pods=params["expected_pods"],
+            slow_after=params["slow_after"],
+            previous=seen,
+        )
+        seen = verdict["pods"]
+        verdict.update(
+            timed_out=False, elapsed=round(now - started, 1), remaining=round(max(deadline - now, 0), 1)
+        )
+        if not verdict["finished"] and now >= deadline:
+            verdict.update(finished=True, timed_out=True, message=timeout_message(verdict, params["timeout"]))
+        if verdict["finished"]:
+            if params["fail_on_failure"] and not verdict["succeeded"]:
+                module.fail_json(msg=verdict["message"], **verdict)
+            module.exit_json(changed=False, **verdict)
+        if now >= window_end:
+            module.exit_json(changed=False, **verdict)
+        # The last sleep is cut short so the final read happens at the deadline.
+        time.sleep(max(min(params["poll_interval"], deadline - now, window_end - now), 0.2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Fixtures for the Kubernetes and Run:ai launcher tests.
+
+The harness fixtures come from tests/harness/pytest_plugin.py (imported, as in
+tests/integration/cluster/conftest.py). The playbooks run with the installed collection
+(`run_playbook` from tests/integration/conftest.py: `make collection` first).
+
+The pods the launchers create run on kwok's simulated GPU nodes, so nothing runs in them:
+their logs are served by the harness. Each pod's log is composed of real output - one rank
+of a real two-rank gloo torchrun run of the trainer, made once per session here, and the
+NCCL lines of one host of a real NCCL log from /work/shared/fixtures/nccl.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from pytest_plugin import k8s_cluster, k8s_namespace  # noqa: E402
+
+__all__ = ["k8s_cluster", "k8s_namespace", "launch_namespace", "trainer_rank_logs", "checkpoint_pvc"]
+
+# A small CPU run that still shows a falling loss and writes checkpoints (about 20 s on 2 cores).
+TRAINER_ARGS = [
+    "--model=retinanet_resnet18_fpn",
+    "--dataset=synthetic",
+    "--synthetic-images=16",
+    "--synthetic-classes=3",
+    "--image-size=96",
+    "--min-size=96",
+    "--max-size=96",
+    "--epochs=3",
+    "--batch-size=2",
+    "--lr=0.01",
+    "--warmup-iters=2",
+    "--workers=0",
+    "--dist-backend=gloo",
+    "--print-freq=2",
+    "--threads=1",
+]
+
+
+@pytest.fixture(scope="session")
+def trainer_rank_logs(tmp_path_factory):
+    """Each rank's stdout and stderr of a real two-rank gloo torchrun run of the trainer."""
+    workdir = tmp_path_factory.mktemp("trainer-run")
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--log-dir=%s" % (workdir / "logs"),
+        "--redirects=3",
+        "-m",
+        "gpuops_trainer.train",
+        "--output-dir=%s" % (workdir / "output"),
+        *TRAINER_ARGS,
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT / "training" / "src"), env.get("PYTHONPATH")])
+    )
+    completed = subprocess.run(
+        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    logs = {}
+    for rank in (0, 1):
+        (attempt,) = sorted(workdir.glob("logs/*/attempt_0/%d" % rank))
+        logs[rank] = (attempt / "stdout.log").read_text() + (attempt / "stderr.log").read_text()
+        assert '"event":"run_end"' in logs[rank]
+    return logs
+
+
+@pytest.fixture
+def launch_namespace(k8s_cluster):
+    """A fresh namespace with a short name: an Indexed Job's host FQDN must fit 64 characters."""
+    name = "gl-%s" % secrets.token_hex(3)
+    k8s_cluster.kubectl("create", "namespace", name)
+    k8s_cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    yield name
+    k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    k8s_cluster.kubectl("delete", "persistentvolume", "%s-checkpoints" % name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def checkpoint_pvc(k8s_cluster, launch_namespace, tmp_path):
+    """A bound PVC named "checkpoints" in the namespace (a hostPath PV the claim is bound to)."""
+    volume = "%s-checkpoints" % launch_namespace
+    k8s_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "manual",
+                "hostPath": {"path": str(tmp_path / "checkpoints")},
+                "claimRef": {"namespace": launch_namespace, "name": "checkpoints"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "checkpoints", "namespace": launch_namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "manual",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    k8s_cluster.kubectl(
+        "wait",
+        "--for=jsonpath={.status.phase}=Bound",
+        "--timeout=60s",
+        "-n",
+        launch_namespace,
+        "pvc/checkpoints",
+    )
+    return "checkpoints"

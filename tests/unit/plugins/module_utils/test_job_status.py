@@ -1,0 +1,270 @@
+"""job_status: phases of Jobs, PyTorchJobs and TrainJobs, pod states, verdicts and messages.
+
+Fixtures under tests/unit/fixtures/jobs: those whose comment says "harness" were read from the
+test harness's API server (kube-controller-manager, kube-scheduler, kwok, Training Operator);
+the others are written by hand in the API's form for what kwok does not simulate.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.training.plugins.module_utils import job_status
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import (
+    describe_pod,
+    judge,
+    merge_pod_states,
+    parse_time,
+    pod_counts,
+    pod_state,
+    timeout_message,
+    workload_phase,
+)
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "jobs"
+
+
+def load(name):
+    return yaml.safe_load((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize(
+    ("kind", "fixture", "phase", "detail"),
+    [
+        (
+            "Job",
+            "job-complete.yaml",
+            "Succeeded",
+            "CompletionsReached: Reached expected number of succeeded pods",
+        ),
+        (
+            "Job",
+            "job-failed-backoff.yaml",
+            "Failed",
+            "BackoffLimitExceeded: Job has reached the specified backoff limit",
+        ),
+        ("Job", "job-pending-unschedulable.yaml", "Running", ""),
+        ("PyTorchJob", "pytorchjob-succeeded.yaml", "Succeeded", None),
+        ("PyTorchJob", "pytorchjob-failed.yaml", "Failed", None),
+        ("PyTorchJob", "pytorchjob-running.yaml", "Running", ""),
+        ("PyTorchJob", "pytorchjob-restarting.yaml", "Running", None),
+        ("TrainJob", "trainjob-created.yaml", "Pending", ""),
+        ("TrainJob", "trainjob-running.yaml", "Running", ""),
+        ("TrainJob", "trainjob-complete.yaml", "Succeeded", "JobsCompleted: jobs have been completed"),
+        ("TrainJob", "trainjob-failed.yaml", "Failed", None),
+    ],
+)
+def test_workload_phases(kind, fixture, phase, detail):
+    found_phase, found_detail = workload_phase(kind, load(fixture))
+    assert found_phase == phase
+    if detail is not None:
+        assert found_detail == detail
+
+
+def test_a_failed_pytorchjob_says_why_and_a_restarting_one_too():
+    assert workload_phase("PyTorchJob", load("pytorchjob-failed.yaml"))[1] == (
+        "PyTorchJobFailed: Job rn-ptjfail has failed because it has reached the specified backoff limit"
+    )
+    assert (
+        "restarting because 1 Worker replica(s) failed"
+        in workload_phase("PyTorchJob", load("pytorchjob-restarting.yaml"))[1]
+    )
+
+
+def test_a_job_that_only_reached_its_failure_target_is_not_finished_yet():
+    job = load("job-failed-backoff.yaml")
+    job["status"]["conditions"] = [c for c in job["status"]["conditions"] if c["type"] != "Failed"]
+    assert workload_phase("Job", job)[0] == "Running"
+
+
+def test_a_missing_workload_and_an_unknown_kind():
+    assert workload_phase("Job", None) == ("NotFound", "")
+    with pytest.raises(ValueError, match="kind must be one of Job, PyTorchJob, TrainJob"):
+        workload_phase("MPIJob", {})
+
+
+def test_an_unschedulable_pod_is_stuck_with_the_schedulers_reason():
+    pod = load("pod-unschedulable.yaml")
+    now = parse_time(pod["metadata"]["creationTimestamp"]) + 45
+    state = pod_state(pod, now, slow_after=120)
+    assert state["phase"] == "Pending" and state["stuck"] and state["slow"]
+    assert state["reason"] == "Unschedulable"
+    assert state["detail"].startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    assert state["age_s"] == 45
+    assert describe_pod(state).startswith(
+        "rn-pending-0-77jrl: Pending for 45 s, Unschedulable: "
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    )
+
+
+def test_image_pull_and_crash_loops_are_stuck_and_named():
+    state = pod_state(load("pod-image-pull-backoff.yaml"), None)
+    assert state["stuck"] and state["reason"] == "ImagePullBackOff"
+    assert (
+        state["detail"] == 'container pytorch: Back-off pulling image "registry.example/gpuops-trainer:tpyo"'
+    )
+    state = pod_state(load("pod-crash-loop.yaml"), None)
+    assert state["stuck"] and state["reason"] == "CrashLoopBackOff" and state["restarts"] == 4
+    assert state["exit_code"] == 2 and "(last exit code 2, Error)" in state["detail"]
+
+
+def test_a_failed_pod_names_its_container_and_exit_code():
+    state = pod_state(load("pod-failed-exit-3.yaml"), None)
+    assert state["phase"] == "Failed" and state["exit_code"] == 3
+    assert state["detail"] == "container trainer exited with code 3 (Error)"
+    assert not state["stuck"]
+
+
+def test_a_restarted_running_pod_and_a_succeeded_pod():
+    state = pod_state(load("pod-running.yaml"), None)
+    assert state["phase"] == "Running" and state["restarts"] == 1 and state["reason"] == "Restarted"
+    assert not state["stuck"] and not state["slow"]
+    state = pod_state(load("pod-succeeded.yaml"), None)
+    assert state["phase"] == "Succeeded" and state["reason"] == "" and state["node"].startswith("gpu-node-")
+
+
+def test_a_pending_pod_is_slow_only_after_slow_after():
+    pod = load("pod-succeeded.yaml")
+    pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    created = parse_time(pod["metadata"]["creationTimestamp"])
+    assert not pod_state(pod, created + 10, slow_after=30)["slow"]
+    assert pod_state(pod, created + 30, slow_after=30)["slow"]
+
+
+def test_counts_skip_pods_that_are_gone():
+    states = [
+        {"name": "a", "phase": "Pending"},
+        {"name": "b", "phase": "Succeeded"},
+        {"name": "c", "phase": "Failed", "gone": True},
+    ]
+    assert pod_counts(states) == {
+        "pending": 1,
+        "running": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "unknown": 0,
+        "total": 2,
+    }
+
+
+def test_pods_seen_before_are_remembered_when_gone():
+    merged = merge_pod_states(
+        [{"name": "a", "phase": "Failed"}, {"name": "b", "phase": "Running"}],
+        [{"name": "b", "phase": "Succeeded"}],
+    )
+    assert merged == [{"name": "b", "phase": "Succeeded"}, {"name": "a", "phase": "Failed", "gone": True}]
+
+
+def test_a_running_job_with_an_unschedulable_pod_reports_progress_and_times_out_naming_it():
+    pod = load("pod-unschedulable.yaml")
+    now = parse_time(pod["metadata"]["creationTimestamp"]) + 30
+    verdict = judge(
+        "Job",
+        "rn-pending",
+        "gl-cap",
+        load("job-pending-unschedulable.yaml"),
+        [pod],
+        now,
+        expected_pods=2,
+        slow_after=20,
+    )
+    assert not verdict["finished"] and verdict["phase"] == "Running"
+    assert verdict["counts"]["pending"] == 1
+    assert verdict["progress"].startswith(
+        "Job gl-cap/rn-pending: Running; pods: 1 pending, 0 running, 0 succeeded, 0 failed "
+        "of 2 expected (1 not created yet); "
+        "slow: rn-pending-0-77jrl: Pending for 30 s, Unschedulable: 0/2 nodes are available"
+    )
+    message = timeout_message(verdict, 600)
+    assert message.startswith(
+        "Job gl-cap/rn-pending did not finish within 600 s: it is Running; stuck pods: rn-pending-0-77jrl"
+    )
+    assert "Insufficient nvidia.com/gpu" in message
+
+
+def test_a_failed_job_names_the_failed_pods():
+    verdict = judge(
+        "Job", "rn-fail", "gl-cap", load("job-failed-backoff.yaml"), [load("pod-failed-exit-3.yaml")], None
+    )
+    assert verdict["finished"] and not verdict["succeeded"]
+    assert verdict["message"] == (
+        "Job gl-cap/rn-fail failed (BackoffLimitExceeded: Job has reached the specified backoff limit); "
+        "failed pods: rn-fail-0-mmt6j: Failed on gpu-node-0, Error: "
+        "container trainer exited with code 3 (Error)"
+    )
+
+
+def test_a_failed_pytorchjob_whose_pods_were_deleted_names_them_from_earlier_reads():
+    earlier = judge(
+        "PyTorchJob",
+        "rn-ptjfail",
+        "gl-cap",
+        load("pytorchjob-running.yaml"),
+        [load("pod-failed-exit-3.yaml")],
+        None,
+    )
+    verdict = judge(
+        "PyTorchJob",
+        "rn-ptjfail",
+        "gl-cap",
+        load("pytorchjob-failed.yaml"),
+        [],
+        None,
+        previous=earlier["pods"],
+    )
+    assert verdict["finished"] and verdict["phase"] == "Failed"
+    assert "rn-fail-0-mmt6j: Failed (last seen; the pod is gone)" in verdict["message"]
+    assert "exited with code 3" in verdict["message"]
+
+
+def test_a_succeeded_workload_has_no_message():
+    verdict = judge(
+        "PyTorchJob",
+        "rn-ptj",
+        "gl-cap",
+        load("pytorchjob-succeeded.yaml"),
+        [load("pod-succeeded.yaml")],
+        None,
+        expected_pods=1,
+    )
+    assert verdict["finished"] and verdict["succeeded"] and verdict["message"] == ""
+    assert (
+        verdict["progress"]
+        == "PyTorchJob gl-cap/rn-ptj: Succeeded; pods: 0 pending, 0 running, 1 succeeded, 0 failed "
+        "of 1 expected"
+    )
+
+
+def test_a_trainjob_without_pods_times_out_asking_for_its_controller():
+    verdict = judge("TrainJob", "rn-tj", "gl-cap", load("trainjob-created.yaml"), [], None, expected_pods=2)
+    assert verdict["progress"].endswith("of 2 expected (2 not created yet)")
+    message = timeout_message(verdict, 60)
+    assert message == (
+        "TrainJob gl-cap/rn-tj did not finish within 60 s: it is Pending; no pod was created "
+        "(is the Kubeflow Trainer controller running, and does the namespace's quota admit the pods?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-22T05:00:00Z", 1795323600.0),
+        ("2026-11-22T05:00:00.123456789Z", 1795323600.123456),
+        ("2026-11-22T05:00:00+00:00", 1795323600.0),
+        ("", None),
+        (None, None),
+        ("yesterday", None),
+    ],
+)
+def test_parse_time(text, expected):
+    assert parse_time(text) == expected
+
+
+def test_stuck_reasons_are_the_ones_waiting_does_not_heal():
+    assert "ContainerCreating" not in job_status.STUCK_REASONS
+    assert {"ImagePullBackOff", "CrashLoopBackOff", "CreateContainerConfigError"} <= set(
+        job_status.STUCK_REASONS
+    )

@@ -1,0 +1,504 @@
+"""training_workload: one set of settings rendered as an Indexed Job, a PyTorchJob, a TrainJob
+and a Run:ai command, with the same pod practices everywhere, and every problem named."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.training.plugins.filter.training_workload import FilterModule
+from ansible_collections.gpuops.training.plugins.module_utils import training_workload as tw
+
+RUN_ID = "retinanet-20261122T050000Z"
+
+
+def settings(**overrides):
+    base = {
+        "launcher": "indexed_job",
+        "name": "retinanet",
+        "run_id": RUN_ID,
+        "namespace": "training",
+        "image": "registry.example/gpuops-trainer:1.0",
+        "nnodes": 2,
+        "nproc_per_node": 8,
+        "gpus_per_node": 8,
+        "cpu": "32",
+        "memory": "256Gi",
+        "workers": 8,
+        "batch_size": 2,
+        "fabric": "ib",
+        "network": "rdma-net",
+        "run_as_user": 2000,
+        "run_as_group": 2000,
+        "trainer_args": ["--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26"],
+    }
+    base.update(overrides)
+    return base
+
+
+def pod_of(manifests, kind):
+    obj = next(item for item in manifests if item["kind"] == kind)
+    if kind == "Job":
+        return obj["spec"]["template"]
+    if kind == "PyTorchJob":
+        return next(iter(obj["spec"]["pytorchReplicaSpecs"].values()))["template"]
+    if kind == "TrainingRuntime":
+        return obj["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    raise AssertionError(kind)
+
+
+def every_pod(s):
+    return {
+        "indexed_job": pod_of(tw.indexed_job(dict(s, launcher="indexed_job")), "Job"),
+        "pytorchjob": pod_of(tw.pytorchjob(dict(s, launcher="pytorchjob")), "PyTorchJob"),
+        "trainjob": pod_of(tw.trainjob(dict(s, launcher="trainjob")), "TrainingRuntime"),
+    }
+
+
+def env_of(pod):
+    return {item["name"]: item["value"] for item in pod["spec"]["containers"][0]["env"]}
+
+
+def test_valid_settings_have_no_problems():
+    for launcher in tw.LAUNCHERS:
+        assert tw.problems(settings(launcher=launcher)) == []
+
+
+def test_every_kind_renders_the_same_pod_practices():
+    pods = every_pod(settings())
+    for launcher, pod in pods.items():
+        spec = pod["spec"]
+        (container,) = spec["containers"]
+        assert container["name"] == tw.CONTAINER_NAMES[launcher]
+        amounts = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "rdma/rdma_shared_device_a": "1"}
+        assert container["resources"] == {"requests": amounts, "limits": amounts}
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        }
+        assert spec["securityContext"] == {
+            "runAsUser": 2000,
+            "runAsNonRoot": True,
+            "runAsGroup": 2000,
+            "fsGroup": 2000,
+        }
+        assert "hostNetwork" not in spec and "hostIPC" not in spec
+        assert spec["restartPolicy"] == "OnFailure"
+        # 8 ranks x (8 workers x 2 prefetched x 2 images x 3x1333x1333 float32 + 1Gi) = 13.1 GiB
+        assert spec["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "14Gi"}}
+        assert spec["volumes"][1] == {
+            "name": "checkpoints",
+            "persistentVolumeClaim": {"claimName": "checkpoints"},
+        }
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+        assert pod["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
+        assert pod["metadata"]["labels"][tw.RUN_ID_LABEL] == RUN_ID
+        assert pod["metadata"]["labels"][tw.LAUNCHER_LABEL] == launcher
+        command = container["command"]
+        assert command[:3] == ["python3", "-m", "torch.distributed.run"]
+        assert "--max-restarts=0" in command and "--rdzv-backend=c10d" in command
+        assert "--rdzv-conf=join_timeout=900,read_timeout=900" in command
+        assert command[-3:] == ["--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26", "--sync-bn"]
+    containers = [pod["spec"]["containers"][0] for pod in pods.values()]
+    assert all(c["env"] == containers[0]["env"] for c in containers)
+
+
+@pytest.mark.parametrize(
+    ("fabric", "expected"),
+    [
+        (
+            "ib",
+            {
+                "NCCL_IB_DISABLE": "0",
+                "NCCL_IB_HCA": "mlx5",
+                "NCCL_NET_GDR_LEVEL": "PHB",
+                "NCCL_SOCKET_IFNAME": "net1",
+            },
+        ),
+        (
+            "roce",
+            {
+                "NCCL_IB_DISABLE": "0",
+                "NCCL_IB_HCA": "mlx5",
+                "NCCL_IB_GID_INDEX": "3",
+                "NCCL_NET_GDR_LEVEL": "PHB",
+                "NCCL_SOCKET_IFNAME": "net1",
+            },
+        ),
+        ("socket", {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "net1"}),
+    ],
+)
+def test_fabric_profiles_set_nccls_variables(fabric, expected):
+    env = env_of(pod_of(tw.indexed_job(settings(fabric=fabric)), "Job"))
+    nccl_network = {
+        key: value for key, value in env.items() if key.startswith("NCCL_") and key != "NCCL_DEBUG"
+    }
+    assert nccl_network == expected
+    assert env["GLOO_SOCKET_IFNAME"] == "net1"
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert env["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"] == "600"
+    assert env["NCCL_DEBUG"] == "INFO"
+
+
+def test_socket_fabric_requests_no_rdma_and_without_a_network_uses_eth0():
+    pod = pod_of(tw.indexed_job(settings(fabric="socket", network=[])), "Job")
+    assert "rdma/rdma_shared_device_a" not in pod["spec"]["containers"][0]["resources"]["limits"]
+    assert "annotations" not in pod["metadata"]
+    assert env_of(pod)["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_several_networks_and_the_users_environment_win():
+    s = settings(network=["sriov/ib-a", "sriov/ib-b@net2"], env={"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "EXTRA": 1})
+    pod = pod_of(tw.indexed_job(s), "Job")
+    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "sriov/ib-a,sriov/ib-b@net2"
+    env = env_of(pod)
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1" and env["EXTRA"] == "1"
+    assert [item["name"] for item in pod["spec"]["containers"][0]["env"]].count("NCCL_IB_HCA") == 1
+
+
+def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
+    service, job = tw.indexed_job(settings())
+    name = tw.workload_name(settings())
+    assert name == job["metadata"]["name"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {tw.RUN_ID_LABEL: RUN_ID}
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
+    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 3600 + 60
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == name and pod["setHostnameAsFQDN"] is True
+    assert "--rdzv-endpoint=%s-0.%s:29400" % (name, name) in pod["containers"][0]["command"]
+    assert "--nnodes=2" in pod["containers"][0]["command"]
+
+
+def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
+    (job,) = tw.pytorchjob(settings(launcher="pytorchjob"))
+    name = job["metadata"]["name"]
+    assert job["spec"]["nprocPerNode"] == "8"
+    assert job["spec"]["runPolicy"] == {
+        "backoffLimit": 3,
+        "activeDeadlineSeconds": 3660,
+        "cleanPodPolicy": "None",
+    }
+    assert {kind: replica["replicas"] for kind, replica in job["spec"]["pytorchReplicaSpecs"].items()} == {
+        "Worker": 2
+    }
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert worker["restartPolicy"] == "OnFailure"
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29400, "protocol": "TCP"}]
+    assert "--rdzv-endpoint=%s-worker-0:29400" % name in container["command"]
+
+    (job,) = tw.pytorchjob(settings(launcher="pytorchjob", pytorchjob_master=True, nnodes=3))
+    assert {kind: replica["replicas"] for kind, replica in job["spec"]["pytorchReplicaSpecs"].items()} == {
+        "Master": 1,
+        "Worker": 2,
+    }
+    assert (
+        "--rdzv-endpoint=%s-master-0:29400" % name
+        in pod_of([job], "PyTorchJob")["spec"]["containers"][0]["command"]
+    )
+
+    (job,) = tw.pytorchjob(
+        settings(launcher="pytorchjob", elastic_min_nodes=1, elastic_max_nodes=4, max_restarts=5)
+    )
+    assert job["spec"]["elasticPolicy"] == {
+        "rdzvBackend": "c10d",
+        "rdzvPort": 29400,
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "maxRestarts": 5,
+        "rdzvConf": [{"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "900"}],
+    }
+    command = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"]
+    assert "--nnodes=1:4" in command and "--max-restarts=5" in command
+
+
+def test_trainjob_creates_its_runtime_or_overrides_an_existing_one():
+    runtime, trainjob = tw.trainjob(settings(launcher="trainjob"))
+    name = tw.workload_name(settings())
+    assert runtime["kind"] == "TrainingRuntime" and runtime["metadata"]["name"] == name
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {"numProcPerNode": 8}}
+    (replicated,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert replicated["name"] == "node"
+    assert (
+        replicated["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"]
+        == "trainer"
+    )
+    assert replicated["template"]["spec"]["backoffLimit"] == 3
+    command = replicated["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--rdzv-endpoint=%s-node-0-0.%s:29400" % (name, name) in command
+    assert trainjob["spec"]["runtimeRef"] == {
+        "name": name,
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+    }
+    assert trainjob["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 8}
+
+    (trainjob,) = tw.trainjob(settings(launcher="trainjob", trainjob_runtime="torch-distributed"))
+    assert trainjob["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
+    trainer = trainjob["spec"]["trainer"]
+    assert trainer["image"] == "registry.example/gpuops-trainer:1.0"
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
+    assert not any(item["name"].startswith("PET_") for item in trainer["env"])  # reserved by the torch plugin
+    (override,) = trainjob["spec"]["podTemplateOverrides"]
+    assert override["targetJobs"] == [{"name": "node"}]
+    assert override["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
+    assert override["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
+    assert override["spec"]["containers"][0]["name"] == "node"
+
+
+def test_runai_argv_from_the_same_settings():
+    s = settings(launcher="runai", runai_project="vision", dataset_pvc="coco", nccl_debug="WARN")
+    name = tw.workload_name(s)
+    argv = tw.runai_argv(s)
+    separator = argv.index("--")
+    assert argv[:separator] == [
+        "runai", "training", "pytorch", "submit", name,
+        "--project", "vision",
+        "--image", "registry.example/gpuops-trainer:1.0",
+        "--workers", "1",
+        "--gpu-devices-request", "8",
+        "--cpu-core-request", "32", "--cpu-core-limit", "32",
+        "--cpu-memory-request", "256Gi", "--cpu-memory-limit", "256Gi",
+        "--large-shm",
+        "--annotation", "k8s.v1.cni.cncf.io/networks=rdma-net",
+        "--extended-resource", "rdma/rdma_shared_device_a=1",
+        "--run-as-uid", "2000", "--run-as-gid", "2000",
+        "--environment-variable", "NCCL_IB_DISABLE=0",
+        "--environment-variable", "NCCL_IB_HCA=mlx5",
+        "--environment-variable", "NCCL_NET_GDR_LEVEL=PHB",
+        "--environment-variable", "NCCL_SOCKET_IFNAME=net1",
+        "--environment-variable", "GLOO_SOCKET_IFNAME=net1",
+        "--environment-variable", "NCCL_DEBUG=WARN",
+        "--environment-variable", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "--environment-variable", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=600",
+        "--environment-variable", "PYTHONUNBUFFERED=1",
+        "--environment-variable", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+        "--existing-pvc", "claimname=checkpoints,path=/checkpoints",
+        "--existing-pvc", "claimname=coco,path=/data",
+        "--command",
+    ]  # fmt: skip
+    assert argv[separator + 1 :] == [
+        "python3", "-m", "torch.distributed.run",
+        "--nnodes=2", "--nproc-per-node=8", "--max-restarts=0",
+        "--rdzv-backend=c10d", "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
+        "--rdzv-id=%s" % RUN_ID, "--rdzv-conf=join_timeout=900,read_timeout=900",
+        "-m", "gpuops_trainer.train",
+        "--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26", "--sync-bn",
+    ]  # fmt: skip
+    result = tw.workload(s)
+    assert result["runai_argv"] == argv and result["manifests"] == []
+    assert result["pod_selector"] == "training.kubeflow.org/job-name=%s" % name
+
+
+def test_sync_bn_only_across_nodes_with_gpus():
+    assert tw.sync_bn(settings(nnodes=2))
+    assert not tw.sync_bn(settings(nnodes=1))
+    assert not tw.sync_bn(settings(nnodes=2, gpus_per_node=0, nproc_per_node=2))
+    assert not tw.sync_bn(settings(nnodes=2, backend="gloo"))
+    assert tw.sync_bn(settings(launcher="pytorchjob", nnodes=1, elastic_min_nodes=1, elastic_max_nodes=2))
+    assert not tw.sync_bn(settings(nnodes=2, sync_bn="false"))
+    assert "--sync-bn" not in tw.trainer_args(settings(nnodes=1))
+
+
+def test_cpu_runs_request_no_gpus_and_promise_no_transport():
+    s = settings(gpus_per_node=0, nproc_per_node=2, fabric="socket", network=[], backend="gloo")
+    pod = pod_of(tw.indexed_job(s), "Job")
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "32", "memory": "256Gi"}
+    result = tw.workload(s)
+    assert result["nccl_expected"] is False and result["nccl_transport"] == ""
+    assert tw.workload(settings())["nccl_transport"] == "IB"
+    assert tw.workload(settings(fabric="roce"))["nccl_transport"] == "IB"
+    assert tw.workload(settings(fabric="socket"))["nccl_transport"] == "Socket"
+
+
+def test_shm_size_given_or_sized():
+    assert tw.shm_size(settings(shm_size="64Gi")) == "64Gi"
+    assert tw.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=0)) == "1Gi"
+    assert tw.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=2, max_size=96)) == "2Gi"
+    # 2 ranks x (4 workers x 2 prefetched x 2 samples x 100Mi + 1Gi) = 5.1 GiB
+    assert (
+        tw.shm_size(settings(shm_sample_bytes="100Mi", nproc_per_node=2, gpus_per_node=2, workers=4)) == "6Gi"
+    )
+
+
+def test_no_user_ids_and_no_pvc():
+    pod = pod_of(tw.indexed_job(settings(run_as_user="", run_as_group=None, checkpoint_pvc="")), "Job")
+    assert "securityContext" not in pod["spec"]
+    assert pod["spec"]["volumes"][1] == {"name": "checkpoints", "emptyDir": {}}
+    pod = pod_of(tw.indexed_job(settings(run_as_user=0, run_as_group="")), "Job")
+    assert pod["spec"]["securityContext"] == {"runAsUser": 0}
+
+
+def test_the_name_is_short_stable_and_dns_safe():
+    assert tw.workload_name(settings()) == tw.workload_name(settings())
+    assert tw.workload_name(settings()) != tw.workload_name(settings(run_id=RUN_ID + "x"))
+    name = tw.workload_name(settings(name="9 Very_Long Training Job Name With Spaces"))
+    assert name.startswith("r9-very-long-trainin") and len(name) <= 27
+    assert tw.workload_name(settings(k8s_name="mine")) == "mine"
+    assert tw.run_label(settings(run_id="a b/c!")) == "a-b-c"
+
+
+def problems_of(**overrides):
+    return tw.problems(settings(**overrides))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"launcher": "slurm"},
+            "training_job_launcher must be one of pytorchjob, indexed_job, trainjob, runai, got 'slurm'",
+        ),
+        ({"run_id": ""}, "training_job_run_id is empty"),
+        (
+            {"k8s_name": "Bad_Name"},
+            "training_job_k8s_name: the objects' name 'Bad_Name' must be a DNS-1035 label",
+        ),
+        ({"namespace": "Training"}, "training_job_namespace must be a DNS-1123 label"),
+        ({"image": ""}, "training_job_image is required for the indexed_job launcher"),
+        (
+            {"image_pull_policy": "Sometimes"},
+            "training_job_image_pull_policy must be Always, IfNotPresent or Never",
+        ),
+        ({"nnodes": 0}, "training_job_nnodes must be an integer at least 1, got 0"),
+        ({"nproc_per_node": 9}, "training_job_nproc_per_node (9) exceeds training_job_gpus_per_node (8)"),
+        (
+            {"gpus_per_node": 0, "nproc_per_node": 1, "backend": "nccl"},
+            "training_job_backend is nccl but training_job_gpus_per_node is 0",
+        ),
+        ({"cpu": "lots"}, "training_job_cpu 'lots' is not a Kubernetes quantity"),
+        ({"memory": "0"}, "training_job_memory must be a quantity above 0"),
+        ({"memory": "8Gi"}, "training_job_memory (8Gi) must be larger than the /dev/shm size 14Gi"),
+        ({"shm_size": "-1Gi"}, "training_job_shm_size must be a quantity above 0"),
+        ({"fabric": "ethernet"}, "training_job_fabric must be one of ib, roce, socket, got 'ethernet'"),
+        (
+            {"network": "Not A Net"},
+            "training_job_network: 'Not A Net' is not a NetworkAttachmentDefinition reference",
+        ),
+        ({"network": {"a": 1}}, "training_job_network must be a network name or a list of them"),
+        ({"rdma_resource": "rdma"}, "training_job_rdma_resource must be an extended resource name"),
+        ({"rdma_per_node": 0}, "training_job_rdma_per_node must be an integer at least 1, got 0"),
+        ({"nccl_ib_hca": ""}, "training_job_nccl_ib_hca must name the HCAs for the ib fabric"),
+        (
+            {"nccl_net_gdr_level": "FAR"},
+            "training_job_nccl_net_gdr_level must be one of LOC, PIX, PXB, PHB, SYS or empty",
+        ),
+        (
+            {"fabric": "roce", "nccl_ib_gid_index": -1},
+            "training_job_nccl_ib_gid_index must be an integer at least 0",
+        ),
+        ({"nccl_socket_ifname": "eth0; rm"}, "training_job_nccl_socket_ifname must be an interface name"),
+        ({"env": {"1BAD": "x"}}, "training_job_env: '1BAD' is not a valid environment variable name"),
+        (
+            {"run_as_user": -1},
+            "training_job_run_as_user must be a user or group id (0 or more) or empty, got -1",
+        ),
+        (
+            {"checkpoint_pvc": "Bad PVC"},
+            "training_job_checkpoint_pvc must be a PersistentVolumeClaim name or empty",
+        ),
+        (
+            {"checkpoint_mount": "/dev/shm"},
+            "training_job_checkpoint_mount must be an absolute path other than / and /dev/shm",
+        ),
+        (
+            {"dataset_pvc": "coco", "dataset_mount": "/checkpoints"},
+            "training_job_checkpoint_mount and training_job_dataset_mount must differ",
+        ),
+        ({"backoff_limit": -1}, "training_job_backoff_limit must be an integer at least 0, got -1"),
+        ({"rdzv_port": 70000}, "training_job_rdzv_port must be an integer between 1 and 65535, got 70000"),
+        ({"timeout_s": 0}, "training_job_timeout_s must be an integer at least 1, got 0"),
+        (
+            {"launcher": "pytorchjob", "elastic_min_nodes": 3, "elastic_max_nodes": 4},
+            "training_job_elastic_min_nodes (3) <= training_job_nnodes (2) "
+            "<= training_job_elastic_max_nodes (4) must hold",
+        ),
+        (
+            {"elastic_max_nodes": 4},
+            "training_job_elastic_max_nodes is set but training_job_elastic_min_nodes is 0",
+        ),
+        (
+            {"elastic_min_nodes": 1, "elastic_max_nodes": 4},
+            "training_job_elastic_min_nodes: elastic runs need the pytorchjob launcher, an Indexed Job",
+        ),
+        (
+            {
+                "launcher": "pytorchjob",
+                "pytorchjob_master": True,
+                "elastic_min_nodes": 1,
+                "elastic_max_nodes": 4,
+            },
+            "an elastic PyTorchJob has Workers only",
+        ),
+        (
+            {"launcher": "trainjob", "elastic_min_nodes": 1, "elastic_max_nodes": 4},
+            "Kubeflow Trainer v2 does not run elastic TrainJobs yet",
+        ),
+        ({"sync_bn": "maybe"}, "training_job_sync_bn must be auto, true or false"),
+        (
+            {"sync_bn": "true", "gpus_per_node": 0, "nproc_per_node": 1},
+            "training_job_sync_bn is true but the run has no GPUs or uses gloo",
+        ),
+        (
+            {"namespace": "a-rather-long-namespace-name"},
+            "training_job_set_hostname_as_fqdn: the pods' host name",
+        ),
+        (
+            {"launcher": "trainjob", "trainjob_runtime_kind": "Runtime"},
+            "training_job_trainjob_runtime_kind must be TrainingRuntime or ClusterTrainingRuntime",
+        ),
+        (
+            {"pod_annotations": {"bad key!": "x"}},
+            "training_job_pod_annotations: 'bad key!' is not a valid annotation key",
+        ),
+        (
+            {"pod_labels": {"team": "a b"}},
+            "training_job_pod_labels: the value 'a b' of team is not a valid label value",
+        ),
+        ({"tolerations": "all"}, "training_job_tolerations must be a list of tolerations"),
+        ({"service_account": "Trainer"}, "training_job_service_account must be a DNS-1123 name or empty"),
+        ({"trainer_args": "--epochs=1"}, "training_job_trainer_args must be a list of strings"),
+    ],
+)
+def test_every_problem_names_its_variable(overrides, message):
+    found = problems_of(**overrides)
+    assert any(message in problem for problem in found), found
+
+
+def test_the_fqdn_problem_says_how_long_it_is():
+    (problem,) = problems_of(namespace="a-rather-long-namespace-name")
+    assert "has 82 characters, Linux allows 64" in problem
+    assert problems_of(namespace="a-rather-long-namespace-name", set_hostname_as_fqdn=False) == []
+    assert problems_of(namespace="a-rather-long-namespace-name", launcher="pytorchjob") == []
+
+
+def test_the_builders_refuse_bad_settings_with_every_problem():
+    with pytest.raises(tw.WorkloadError) as error:
+        tw.indexed_job(settings(image="", nnodes=0))
+    assert "training_job_image is required" in str(error.value) and "training_job_nnodes" in str(error.value)
+
+
+def test_the_filter_plugin_is_thin():
+    filters = FilterModule().filters()
+    assert filters["training_workload_problems"](settings(image="")) == problems_of(image="")
+    result = filters["training_workload"](settings(launcher="pytorchjob"))
+    assert result["kind"] == "PyTorchJob" and result["api_version"] == "kubeflow.org/v1"
+    assert result["expected_pods"] == 2 and result["world_size"] == 16
+    assert result["pod_selector"] == "gpuops.training/run-id=%s" % RUN_ID
+    assert result["output_dir"] == "/checkpoints/%s" % RUN_ID
+    assert result["command"][:3] == ["python3", "-m", "torch.distributed.run"]
+    with pytest.raises(AnsibleFilterError, match="training_job_image is required"):
+        filters["training_workload"](settings(image=""))
+
+
+def test_settings_are_not_changed():
+    s = settings(env={"A": "1"}, tolerations=[{"key": "gpu", "operator": "Exists"}])
+    before = copy.deepcopy(s)
+    for launcher in tw.LAUNCHERS:
+        tw.workload(dict(s, launcher=launcher))
+    assert s == before

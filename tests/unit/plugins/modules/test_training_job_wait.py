@@ -1,0 +1,136 @@
+"""training_job_wait: polls a Job, PyTorchJob or TrainJob and its pods, with a deadline and windows."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import parse_time
+from ansible_collections.gpuops.training.plugins.modules import training_job_wait
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "jobs"
+SELECTOR = "gpuops.training/run-id=rn-20261122T050000Z"
+
+
+def load(name):
+    return yaml.safe_load((FIXTURES / name).read_text())
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """A fake clock and a sequence of (workload, pods) reads; the last one repeats."""
+    state = {"now": parse_time("2026-11-22T09:18:10Z"), "reads": [], "sleeps": []}
+
+    def read_workload(api, kind, namespace, name):
+        state["reads"].append((kind, namespace, name))
+        sequence = state["sequence"]
+        state["current"] = sequence.pop(0) if len(sequence) > 1 else sequence[0]
+        if isinstance(state["current"], Exception):
+            raise state["current"]
+        return state["current"][0]
+
+    def sleep(seconds):
+        state["sleeps"].append(seconds)
+        state["now"] += seconds
+
+    monkeypatch.setattr(training_job_wait, "api_client", lambda kubeconfig, context: object())
+    monkeypatch.setattr(training_job_wait, "read_workload", read_workload)
+    monkeypatch.setattr(training_job_wait, "list_pods", lambda api, namespace, selector: state["current"][1])
+    monkeypatch.setattr(training_job_wait.time, "sleep", sleep)
+    monkeypatch.setattr(training_job_wait.time, "time", lambda: state["now"])
+    return state
+
+
+def args(**extra):
+    base = {
+        "kind": "Job",
+        "name": "rn-pending",
+        "namespace": "gl-cap",
+        "pod_selector": SELECTOR,
+        "expected_pods": 2,
+    }
+    base.update(extra)
+    return base
+
+
+def test_waits_until_the_job_completes(run_module, cluster):
+    running = load("job-pending-unschedulable.yaml")
+    cluster["sequence"] = [
+        (running, []),
+        (running, [load("pod-succeeded.yaml")]),
+        (load("job-complete.yaml"), [load("pod-succeeded.yaml")]),
+    ]
+    run = run_module(training_job_wait.main, args(timeout=60, poll_interval=2))
+    assert run.exit_code == 0, run.result
+    assert run.result["finished"] and run.result["succeeded"] and not run.result["timed_out"]
+    assert run.result["phase"] == "Succeeded"
+    assert run.result["counts"]["succeeded"] == 1
+    assert len(cluster["reads"]) == 3 and cluster["sleeps"] == [2, 2]
+
+
+def test_a_failed_job_fails_the_task_naming_the_pod(run_module, cluster):
+    cluster["sequence"] = [(load("job-failed-backoff.yaml"), [load("pod-failed-exit-3.yaml")])]
+    run = run_module(training_job_wait.main, args(name="rn-fail"))
+    assert run.failed
+    assert run.result["msg"].startswith("Job gl-cap/rn-fail failed (BackoffLimitExceeded")
+    assert "exited with code 3 (Error)" in run.result["msg"]
+
+
+def test_the_deadline_ends_the_wait_naming_the_stuck_pods(run_module, cluster):
+    cluster["sequence"] = [(load("job-pending-unschedulable.yaml"), [load("pod-unschedulable.yaml")])]
+    started = cluster["now"]
+    run = run_module(
+        training_job_wait.main, args(timeout=30, poll_interval=7, started=started, fail_on_failure=False)
+    )
+    assert run.exit_code == 0 and not run.failed
+    result = run.result
+    assert result["finished"] and result["timed_out"] and not result["succeeded"]
+    assert result["message"].startswith(
+        "Job gl-cap/rn-pending did not finish within 30 s: it is Running; "
+        "stuck pods: rn-pending-0-77jrl: Pending for 30 s, "
+        "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    )
+    # The last sleep is cut short so that the last read happens at the deadline, never after.
+    assert cluster["sleeps"] == [7, 7, 7, 7, 2] and cluster["now"] == started + 30
+    assert result["remaining"] == 0
+
+
+def test_a_window_returns_progress_before_the_end(run_module, cluster):
+    cluster["sequence"] = [(load("job-pending-unschedulable.yaml"), [load("pod-unschedulable.yaml")])]
+    run = run_module(
+        training_job_wait.main,
+        args(timeout=600, window=10, poll_interval=5, slow_after=5, fail_on_failure=False),
+    )
+    result = run.result
+    assert not result["finished"] and not result["timed_out"]
+    assert result["progress"].startswith(
+        "Job gl-cap/rn-pending: Running; pods: 1 pending, 0 running, 0 succeeded, 0 failed of 2 expected"
+    )
+    assert result["slow_pods"] and result["stuck_pods"]
+    assert cluster["now"] - parse_time("2026-11-22T09:18:10Z") == 10
+
+
+def test_pods_seen_in_an_earlier_window_are_still_named(run_module, cluster):
+    earlier = [
+        dict(
+            training_job_wait.judge("PyTorchJob", "x", "ns", None, [load("pod-failed-exit-3.yaml")], None)[
+                "pods"
+            ][0]
+        )
+    ]
+    cluster["sequence"] = [(load("pytorchjob-failed.yaml"), [])]
+    run = run_module(
+        training_job_wait.main,
+        args(kind="PyTorchJob", name="rn-ptjfail", seen_pods=earlier, fail_on_failure=False),
+    )
+    assert "rn-fail-0-mmt6j: Failed (last seen; the pod is gone)" in run.result["message"]
+
+
+def test_read_errors_and_bad_arguments_fail(run_module, cluster):
+    cluster["sequence"] = [training_job_wait.ReadError("cannot read Job gl-cap/rn: 403 Forbidden")]
+    run = run_module(training_job_wait.main, args())
+    assert run.failed and run.result["msg"] == "cannot read Job gl-cap/rn: 403 Forbidden"
+    run = run_module(training_job_wait.main, args(poll_interval=0))
+    assert run.failed and "poll_interval at least 1 second" in run.result["msg"]
