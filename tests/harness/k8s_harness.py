@@ -1221,9 +1221,6 @@ class Harness:
                 *(f"--config={stage}" for stage in sorted(KWOK_STAGES_DIR.glob("*.yaml"))),
                 f"--manage-nodes-with-annotation-selector={'='.join(KWOK_NODE_ANNOTATION)}",
                 f"--node-ip={LOOPBACK}",
-                # Renew the nodes' Leases: without them the node lifecycle controller marks the
-                # nodes NotReady about a minute after start, and every pod with them.
-                "--node-lease-duration-seconds=40",
                 f"--node-port={port}",
                 f"--server-address={LOOPBACK}:{port}",
                 f"--tls-cert-file={self.pki.path('kwok.crt')}",
