@@ -23,6 +23,13 @@ SURVEYS = {
         "rdma_modules",
         "preflight",
     ],
+    "provision_cluster_survey.json": [
+        "machineconfig_limits",
+        "gpu_operator",
+        "training_operator",
+        "training_namespace",
+        "secondary_networks",
+    ],
 }
 AWX_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
 
