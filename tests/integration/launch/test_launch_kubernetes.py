@@ -323,16 +323,13 @@ def test_a_pod_that_never_schedules_ends_at_the_deadline_naming_it_and_the_reaso
         training_job_gpus_per_node=9,  # the simulated nodes have 8
         training_job_timeout_s=timeout,
     )
-    started = time.monotonic()
     run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=300)
-    seconds = time.monotonic() - started
     assert run.rc != 0, run
     output = " ".join(run.output.split())
+    # Ended by its own deadline (the message says so), not by the playbook's outer timeout.
     assert "did not finish within %d s" % timeout in output
     assert "stuck pods: rn-" in output
     assert "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu" in output
-    # It ends at its deadline: the playbook's own start-up and clean-up take the rest.
-    assert seconds < timeout + 60, seconds
     # The Job was stopped so that it does not keep waiting for GPUs.
     deadline = time.monotonic() + 30
     while get_json(k8s_cluster, "jobs", "-n", launch_namespace)["items"] and time.monotonic() < deadline:
