@@ -180,6 +180,7 @@ START_ORDER = (
     "kube-scheduler",
     "kwok",
     "training-operator",
+    "node-leases",
 )
 # Ports each component listens on; `down` waits until they are closed.
 COMPONENT_PORTS = {
@@ -189,6 +190,7 @@ COMPONENT_PORTS = {
     "kube-scheduler": ("kube-scheduler",),
     "kwok": ("kwok",),
     "training-operator": ("training-operator-metrics", "training-operator-health"),
+    "node-leases": (),
 }
 
 
@@ -967,6 +969,7 @@ class Harness:
             "kube-scheduler": f"https://{LOOPBACK}:{ports['kube-scheduler']}",
             "kwok": f"https://{LOOPBACK}:{ports['kwok']}",
             "training-operator": f"http://{LOOPBACK}:{ports['training-operator-health']}",
+            "node-leases": "kube-node-lease (renewed every 10s)",
         }
         statuses = []
         for name in START_ORDER:
@@ -1035,6 +1038,8 @@ class Harness:
                 self._start_training_operator()
             with self._step(f"{len(self.config.nodes)} simulated nodes Ready"):
                 self.create_nodes(self.config.nodes)
+            with self._step("node Lease renewer"):
+                self._start_node_leases()
         except BaseException:
             log("start-up failed; stopping what was started")
             self._down(quiet=True)
@@ -1246,6 +1251,22 @@ class Harness:
         )
         url = f"http://{LOOPBACK}:{ports['training-operator-health']}/readyz"
         self._wait_ready("training-operator", lambda: self._http_ok(url), 60)
+
+    def _start_node_leases(self) -> None:
+        """Renew the simulated nodes' Leases, as kubelets would (see node_leases.py)."""
+        self._spawn(
+            "node-leases",
+            [sys.executable, str(HARNESS_SOURCE_DIR / "node_leases.py"), f"--kubeconfig={self.kubeconfig}"],
+        )
+        first_node = self.config.nodes[0].name if self.config.nodes else None
+
+        def renewed() -> bool:
+            if first_node is None:
+                return True
+            lease = self.kubectl("get", "lease", first_node, "-n", "kube-node-lease", "-o=json", check=False)
+            return lease.returncode == 0 and "renewTime" in lease.stdout
+
+        self._wait_ready("node-leases", renewed, 60)
 
     def create_nodes(self, nodes: Sequence[NodeSpec], timeout: float = 60) -> None:
         """Create simulated nodes and wait until kwok reports them Ready."""

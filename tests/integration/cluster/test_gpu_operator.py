@@ -22,7 +22,6 @@ import time
 import pytest
 import urllib3
 from fake_gpu_operator import FakeGpuOperator, not_ready_status, ready_status
-from fake_node_leases import renewing
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from sources import OLM_CRD_NAMES, build_helm, gpu_operator_chart, olm_crd_files
@@ -37,13 +36,6 @@ def recap(run):
     match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", run.output)
     assert match, run
     return {"ok": int(match[1]), "changed": int(match[2]), "failed": int(match[3])}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def node_leases(k8s_cluster):
-    """Keep the simulated nodes Ready (see fake_node_leases.py) while these tests run."""
-    with renewing(k8s_cluster.api_client()):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ kubectl. Their admission webhooks are narrowed to a label nothing carries: no we
 server runs here, and the harness is shared with tests that create PyTorchJobs.
 
 kwok plays the kubelets, so the controller Deployments' pods are scheduled on the
-simulated GPU nodes and reported Running and Ready; node Leases are renewed during the
-tests (fake_node_leases.py) so the nodes stay Ready. The harness also runs the v1
+simulated GPU nodes and reported Running and Ready; the harness renews the node Leases
+(tests/harness/node_leases.py) so the nodes stay Ready. The harness also runs the v1
 operator outside the cluster and installed the same CRDs with its own field manager: the
 role takes the fields over with server-side apply and must still change nothing on a
 second run.
@@ -21,7 +21,6 @@ import secrets
 
 import pytest
 import yaml
-from fake_node_leases import renewing
 from sources import render, write_manifests
 
 pytestmark = pytest.mark.slow
@@ -58,13 +57,6 @@ def managers(k8s_cluster, crd):
     """The field managers of a CRD."""
     stored = get_json(k8s_cluster, "crd", crd, "--show-managed-fields")
     return {entry["manager"] for entry in stored["metadata"]["managedFields"]}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def node_leases(k8s_cluster):
-    """Keep the simulated nodes Ready (see fake_node_leases.py) while these tests run."""
-    with renewing(k8s_cluster.api_client()):
-        yield
 
 
 @pytest.fixture(scope="module")

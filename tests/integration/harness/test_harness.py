@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 HARNESS_SCRIPT = Path(__file__).resolve().parents[2] / "harness" / "k8s_harness.py"
 # No registry host: kwok never pulls images.
 TEST_IMAGE = "gpuops/trainer:test"
+NODES = ["gpu-node-0", "gpu-node-1"]
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.2):
@@ -101,6 +102,25 @@ def test_simulated_gpu_nodes_are_ready_with_gpu_and_rdma_capacity(api):
         assert "node-role.kubernetes.io/worker" in node.metadata.labels
         ready = {c.type: c.status for c in node.status.conditions}["Ready"]
         assert ready == "True"
+
+
+def test_the_simulated_nodes_leases_are_renewed_as_kubelets_would(api):
+    """Without renewals the node lifecycle controller marks every node NotReady after ~55 s."""
+    leases = client.CoordinationV1Api(api)
+
+    def renew_times():
+        return {name: leases.read_namespaced_lease(name, "kube-node-lease").spec.renew_time for name in NODES}
+
+    first = renew_times()
+    assert all(first.values()), first
+
+    def all_renewed_since_first():
+        times = renew_times()
+        return times if all(times[name] > first[name] for name in NODES) else None
+
+    wait_for(all_renewed_since_first, 60, "every node Lease to be renewed again", interval=1)
+    for name in NODES:
+        assert leases.read_namespaced_lease(name, "kube-node-lease").spec.holder_identity == name
 
 
 def test_scheduler_really_counts_gpus(api, k8s_namespace):
