@@ -201,7 +201,7 @@ def generate(path, size, nranks, nccl_share, seed):
 
 
 def run_measured(command):
-    """Run a command; return (wall seconds, peak RSS in MiB, stdout)."""
+    """Run a command; return (wall seconds, peak RSS in MiB, stdout, CPU seconds)."""
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     stdout = process.stdout.read()
@@ -210,7 +210,19 @@ def run_measured(command):
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode not in (0, 1):  # grep -c exits 1 when it counts nothing
         raise SystemExit("%s failed with %d" % (command[0], process.returncode))
-    return wall, usage.ru_maxrss / 1024.0, stdout
+    return wall, usage.ru_maxrss / 1024.0, stdout, usage.ru_utime + usage.ru_stime
+
+
+def best_of(commands, repeat):
+    """Run the commands in turn ``repeat`` times; per command, the fastest run and the least CPU.
+
+    Taking turns lets a change in the machine's load hit every command alike.
+    """
+    runs = [[] for _command in commands]
+    for _repeat in range(repeat):
+        for command, measured in zip(commands, runs, strict=True):
+            measured.append(run_measured(command))
+    return [(min(measured), min(run[3] for run in measured)) for measured in runs]
 
 
 PARSER_SCRIPT = """
@@ -231,6 +243,19 @@ print(json.dumps({
     "p2p_types": result["p2p_types"],
     "errors": len(result["errors"]),
 }))
+"""
+
+
+# The least any Python parser of this log does: read it and count its lines, as the
+# parser does (8 MiB chunks, bytes.count). Timed beside grep to show how much of the
+# parser's time is spent before it looks at a single NCCL line.
+COUNT_LINES_SCRIPT = """
+import sys
+lines = 0
+with open(sys.argv[1], "rb") as handle:
+    for chunk in iter(lambda: handle.read(8 << 20), b""):
+        lines += chunk.count(b"\\n")
+print(lines)
 """
 
 
@@ -255,23 +280,36 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--dir", help="where to write the log (default: a new temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    parser.add_argument("--log", help="time this log (one kept with --keep) instead of writing a new one")
     args = parser.parse_args(argv)
 
     ensure_dev_collection()
-    workdir = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="nccl-parse-speed-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / ("job-%dranks.log" % args.ranks)
+    if args.log:
+        log = pathlib.Path(args.log)
+        args.keep = True
+    else:
+        workdir = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="nccl-parse-speed-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        log = workdir / ("job-%dranks.log" % args.ranks)
     try:
         started = time.perf_counter()
-        generated = generate(log, parse_size(args.size), args.ranks, args.nccl_share, args.seed)
+        if args.log:
+            generated = dict.fromkeys(("lines", "nccl_lines", "communicator_rounds"), None)
+            generated["bytes"] = os.path.getsize(log)
+            args.nccl_share = None  # whatever it was written with
+        else:
+            generated = generate(log, parse_size(args.size), args.ranks, args.nccl_share, args.seed)
         generate_s = time.perf_counter() - started
         with open(log, "rb") as handle:  # warm the page cache so neither command pays for the disk
             while handle.read(1 << 24):
                 pass
-        grep = min(run_measured(["grep", "-c", "NCCL", str(log)]) for _repeat in range(args.repeat))
-        python = min(
-            run_measured([sys.executable, "-c", PARSER_SCRIPT, str(DEV_COLLECTIONS), str(log)])
-            for _repeat in range(args.repeat)
+        (grep, grep_cpu), (python, python_cpu), (count, count_cpu) = best_of(
+            [
+                ["grep", "-c", "NCCL", str(log)],
+                [sys.executable, "-c", PARSER_SCRIPT, str(DEV_COLLECTIONS), str(log)],
+                [sys.executable, "-c", COUNT_LINES_SCRIPT, str(log)],
+            ],
+            args.repeat,
         )
         found = json.loads(python[2])
         summary = {
@@ -287,7 +325,13 @@ def main(argv=None):
             "parser_s": round(python[0], 3),
             "parser_parse_only_s": found.pop("parse_s"),
             "ratio_to_grep": round(python[0] / grep[0], 2),
+            "grep_cpu_s": round(grep_cpu, 3),
+            "parser_cpu_s": round(python_cpu, 3),
+            "cpu_ratio_to_grep": round(python_cpu / grep_cpu, 2),
             "parser_peak_rss_mib": round(python[1], 1),
+            "count_lines_s": round(count[0], 3),
+            "count_lines_cpu_s": round(count_cpu, 3),
+            "count_lines_ratio_to_grep": round(count[0] / grep[0], 2),
             "parser_mib_per_s": round(generated["bytes"] / (1 << 20) / python[0], 1),
             "found": found,
             "python": sys.version.split()[0],
@@ -297,7 +341,9 @@ def main(argv=None):
         print(json.dumps(summary, indent=2))
         return 0
     finally:
-        if args.keep:
+        if args.log:
+            pass
+        elif args.keep:
             print("log kept at %s" % log, file=sys.stderr)
         elif not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)
