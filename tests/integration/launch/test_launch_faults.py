@@ -1,0 +1,167 @@
+"""Launcher faults against the harness: a job that hangs and a pod that crash-loops.
+
+Each run must end by its own deadline (training_job_timeout_s), with a message that names
+the pods and the state they were in, and stop the workload; no launcher waits forever.
+(A pod that never schedules and a pod that fails are in test_launch_kubernetes.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+from cluster_helpers import wait_for
+from test_launch_kubernetes import INVENTORY, PLAYBOOK, get_json, launch_vars, only_run_dir
+
+DEADLINE_S = 20
+
+
+def one_line(output):
+    return " ".join(output.split())
+
+
+def failure(output):
+    """The play's failure message (what an operator reads), on one line."""
+    return one_line(output).rpartition("FAILED! =>")[2].partition(" PLAY RECAP")[0]
+
+
+@pytest.mark.parametrize("launcher", ["indexed_job", "pytorchjob"])
+def test_a_job_that_hangs_ends_at_its_deadline_naming_the_running_pods(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, launcher
+):
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        launcher,
+        training_job_timeout_s=DEADLINE_S,
+        # Running for an hour: a training process stuck in a collective looks like this.
+        training_job_pod_annotations={"gpuops.test/run-duration": "3600s"},
+    )
+    run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
+    assert run.rc != 0, run
+    output = one_line(run.output)
+    assert "did not finish within %d s" % DEADLINE_S in output, output
+    names = sorted(
+        pod["metadata"]["name"] for pod in get_json(k8s_cluster, "pods", "-n", launch_namespace)["items"]
+    )
+    unfinished = output.split("unfinished pods: ", 1)[1]
+    # Every pod of the run is named with its phase (pods that are already being deleted included).
+    for name in names:
+        assert "%s: Running" % name in unfinished, (name, unfinished)
+    # The workload was stopped so that it does not hold its GPUs.
+    kind = "jobs" if launcher == "indexed_job" else "pytorchjobs"
+    assert wait_for(lambda: not get_json(k8s_cluster, kind, "-n", launch_namespace)["items"], timeout=60)
+    assert "Running" in (only_run_dir(tmp_path / "runs") / "launcher.log").read_text()
+
+
+class CrashLooper(threading.Thread):
+    """Plays the kubelet of crash-looping containers: once a pod runs, its status says that
+    its container keeps failing, one more restart every ``every`` seconds."""
+
+    def __init__(self, cluster, namespace, every=2.0):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.every = cluster, namespace, every
+        self.restarts, self.errors = {}, []
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            try:
+                for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
+                    name = pod["metadata"]["name"]
+                    if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                        continue
+                    restarts = self.restarts.get(name, 0) + 1
+                    patched = self.cluster.kubectl(
+                        "patch", "pod", name, "-n", self.namespace, "--subresource=status", "--type=merge",
+                        "-p", json.dumps(crash_loop_status(pod, restarts)), check=False,
+                    )  # fmt: skip
+                    if patched.returncode == 0:
+                        self.restarts[name] = restarts
+                    elif "NotFound" not in patched.stderr:  # deleted when the run stopped it: fine
+                        self.errors.append(patched.stderr)
+            except Exception as error:  # keep going; the test reports what went wrong
+                self.errors.append(repr(error))
+            self._halt.wait(self.every)
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=10)
+
+
+def crash_loop_status(pod, restarts):
+    containers = [
+        {
+            "name": container["name"],
+            "image": container["image"],
+            "ready": False,
+            "started": False,
+            "restartCount": restarts,
+            "state": {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": "back-off 40s restarting failed container=%s" % container["name"],
+                }
+            },
+            "lastState": {
+                "terminated": {
+                    "exitCode": 1,
+                    "reason": "Error",
+                    "startedAt": pod["status"].get("startTime"),
+                    "finishedAt": pod["status"].get("startTime"),
+                }
+            },
+        }
+        for container in pod["spec"]["containers"]
+    ]
+    ready = [
+        {"type": kind, "status": "False", "reason": "ContainersNotReady"}
+        for kind in ("Ready", "ContainersReady")
+    ]
+    return {"status": {"containerStatuses": containers, "conditions": ready}}
+
+
+@pytest.mark.parametrize(
+    ("backoff_limit", "ends_with"),
+    [
+        # The operator fails the job once the restarts pass backoffLimit, and deletes its pods:
+        # the message still names them, as the wait last saw them.
+        (3, "failed (PyTorchJobFailed"),
+        # Restarts within the limit: the run's own deadline ends it.
+        (1000, "did not finish within %d s" % DEADLINE_S),
+    ],
+)
+def test_crash_looping_pods_end_the_run_naming_them_and_their_state(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, backoff_limit, ends_with
+):
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        "pytorchjob",
+        training_job_timeout_s=DEADLINE_S,
+        training_job_backoff_limit=backoff_limit,
+        training_job_pod_annotations={"gpuops.test/run-duration": "3600s"},
+    )
+    looper = CrashLooper(k8s_cluster, launch_namespace)
+    looper.start()
+    try:
+        run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
+    finally:
+        looper.stop()
+    assert looper.errors == []
+    assert looper.restarts, "no pod ever ran"
+    assert run.rc != 0, run
+    output = failure(run.output)
+    assert ends_with in output, output
+    for name in looper.restarts:
+        assert name + ": " in output, (name, output)
+        # The pod's own description runs to the next pod's name.
+        described = re.split(r"; (?=rn-)", output[output.index(name + ": ") :])[0]
+        assert (
+            "CrashLoopBackOff: container pytorch: back-off 40s restarting failed container=pytorch "
+            "(last exit code 1, Error)" in described
+        ), (name, output)
