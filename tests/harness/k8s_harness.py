@@ -1252,6 +1252,14 @@ class Harness:
         url = f"http://{LOOPBACK}:{ports['training-operator-health']}/readyz"
         self._wait_ready("training-operator", lambda: self._http_ok(url), 60)
 
+    def stop_apiserver(self) -> None:
+        """Stop only kube-apiserver, as an outage would (fault tests); etcd keeps the state."""
+        self._stop("kube-apiserver")
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again after stop_apiserver() and wait until it is ready."""
+        self._start_apiserver()
+
     def _start_node_leases(self) -> None:
         """Renew the simulated nodes' Leases, as kubelets would (see node_leases.py)."""
         self._spawn(

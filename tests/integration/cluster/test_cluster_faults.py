@@ -1,0 +1,120 @@
+"""Cluster roles when the API server goes away in the middle of a converge.
+
+A control plane of its own (the harness on other ports, in a temporary directory) so that
+stopping its kube-apiserver disturbs no other test. training_namespace is the multi-object
+role: namespace, PVCs, ServiceAccount, Role and RoleBinding, PriorityClass, LimitRange and
+ResourceQuota. The apiserver is stopped as soon as the first object exists; the run must
+fail naming the unreachable server, and after the apiserver is back a second run must
+converge to exactly what a run without the outage creates, with no duplicate or
+half-applied object, and a third run must change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+
+import pytest
+from k8s_harness import Harness, HarnessConfig
+from pytest_plugin import K8sCluster
+from test_training_namespace import recap_changed, role_vars
+
+pytestmark = pytest.mark.slow
+
+# Well away from the shared harness's ports (tests/harness/k8s_harness.py DEFAULT_PORTS).
+PORT_OFFSET = 1000
+KINDS = "pvc,serviceaccount,role,rolebinding,limitrange,resourcequota"
+
+
+@pytest.fixture(scope="module")
+def private_cluster(tmp_path_factory):
+    defaults = HarnessConfig.from_environment()
+    config = dataclasses.replace(
+        defaults,
+        state_dir=tmp_path_factory.mktemp("fault-harness"),
+        ports={name: port + PORT_OFFSET for name, port in defaults.ports.items()},
+        nodes=defaults.nodes[:1],
+    )
+    harness = Harness(config)
+    harness.up()
+    try:
+        yield K8sCluster(harness)
+    finally:
+        harness.down()
+
+
+def stored_objects(cluster, namespace, priority_class):
+    """What the server stores for one converge: kind/name -> the fields the role sets."""
+    listing = json.loads(cluster.kubectl("get", KINDS, "-n", namespace, "-o", "json").stdout)["items"]
+    objects = {}
+    for item in listing:
+        name = item["metadata"]["name"].replace(namespace, "NS")
+        if item["kind"] == "ServiceAccount" and name == "default":
+            continue  # made by the controller manager, not the role
+        key = "%s/%s" % (item["kind"], name)
+        assert key not in objects, "duplicate %s" % key
+        objects[key] = {
+            "labels": {k: v for k, v in (item["metadata"].get("labels") or {}).items()},
+            "spec": item.get("spec"),
+            "rules": item.get("rules"),
+            "roleRef": item.get("roleRef"),
+        }
+        for pvc_field in ("volumeName", "volumeMode"):  # assigned by the server, not asked for
+            (objects[key]["spec"] or {}).pop(pvc_field, None)
+    namespace_object = json.loads(cluster.kubectl("get", "namespace", namespace, "-o", "json").stdout)
+    objects["Namespace"] = {"labels": namespace_object["metadata"]["labels"]}
+    objects["Namespace"]["labels"].pop("kubernetes.io/metadata.name")
+    priority = json.loads(cluster.kubectl("get", "priorityclass", priority_class, "-o", "json").stdout)
+    objects["PriorityClass"] = {"value": priority["value"], "labels": priority["metadata"].get("labels")}
+    return objects
+
+
+def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private_cluster, run_role):
+    cluster = private_cluster
+    reference_ns, reference_pc = "fault-ref", "fault-ref-priority"
+    reference = run_role("training_namespace", role_vars(cluster, reference_ns, reference_pc))
+    assert reference.rc == 0, reference
+
+    namespace, priority_class = "fault-cut", "fault-cut-priority"
+    variables = role_vars(cluster, namespace, priority_class)
+    outcome = {}
+    first = threading.Thread(target=lambda: outcome.update(run=run_role("training_namespace", variables)))
+    first.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and first.is_alive():
+        if cluster.kubectl("get", "namespace", namespace, check=False).returncode == 0:
+            break
+        time.sleep(0.1)
+    created_before_the_outage = cluster.kubectl(
+        "get", KINDS, "-n", namespace, "-o", "name", check=False
+    ).stdout
+    cluster.harness.stop_apiserver()
+    try:
+        first.join(timeout=300)
+    finally:
+        cluster.harness.start_apiserver()
+    cut = outcome["run"]
+    assert cut.rc != 0, cut
+    # The run ended on the outage, not after having applied everything.
+    assert "failed=1" in cut.output, cut
+    assert re.search(
+        r"Connection refused|Max retries exceeded|Failed to establish a new connection", cut.output
+    ), cut
+    assert "ResourceQuota" not in created_before_the_outage
+
+    again = run_role("training_namespace", variables)
+    assert again.rc == 0, again
+    assert recap_changed(again) > 0
+    third = run_role("training_namespace", variables)
+    assert third.rc == 0 and recap_changed(third) == 0, third
+
+    expected = stored_objects(cluster, reference_ns, reference_pc)
+    got = stored_objects(cluster, namespace, priority_class)
+    for objects in (expected, got):
+        objects["PriorityClass"]["labels"] = {
+            k: v for k, v in (objects["PriorityClass"]["labels"] or {}).items() if "fault-" not in v
+        }
+    assert got == expected
