@@ -131,6 +131,10 @@ def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
         ),
         ({"training_job_epochs": 0}, "training_job_epochs must be an integer of at least 1, got 0"),
         ({"training_job_inject_fault": "rank1"}, "training_job_inject_fault must look like RANK@STEP"),
+        # Paths from users stay inside the directories they configure.
+        ({"training_job_name": "../../etc"}, "training_job_name must be a plain name"),
+        ({"training_job_run_id": "a/../../b"}, "training_job_run_id must be a plain name"),
+        ({"training_job_run_id": ".."}, 'got ".."'),
     ],
 )
 def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_vars, message):
