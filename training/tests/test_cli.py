@@ -53,6 +53,7 @@ def test_unknown_model_exits_2_naming_the_option_and_choices(tmp_path, cpu_env):
         (["--lr-schedule", "linear"], "--lr-schedule"),
         (["--amp-dtype", "fp8"], "--amp-dtype"),
         (["--grad-accum-steps", "0"], "--grad-accum-steps"),
+        (["--dist-timeout-s", "0"], "--dist-timeout-s"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(capsys, tmp_path, argv, option):

@@ -83,7 +83,8 @@ def trained(tmp_path_factory, env) -> Run:
     output_dir = tmp_path_factory.mktemp("ddp") / "run"
     run = torchrun(
         output_dir, "--epochs", str(EPOCHS), "--synthetic-images", str(IMAGES),
-        "--synthetic-val-images", str(IMAGES), "--synthetic-val-seed", "0", env=env,
+        "--synthetic-val-images", str(IMAGES), "--synthetic-val-seed", "0",
+        "--dist-timeout-s", "120", env=env,
     )  # fmt: skip
     assert run.result.returncode == 0, run.result.stderr[-4000:]
     return run
@@ -98,6 +99,7 @@ def test_every_rank_reports_start_steps_epochs_and_end(trained):
         (start,) = trained.events(rank, "run_start")
         assert (start["backend"], start["device"], start["start_epoch"]) == ("gloo", "cpu", 0)
         assert start["train_images"] == IMAGES and start["resumed_from"] is None
+        assert start["collective_timeout_s"] == 120  # explicit, not torch's default
         steps = trained.events(rank, "step")
         assert [(s["epoch"], s["iter"]) for s in steps] == [
             (e, i) for e in range(EPOCHS) for i in range(STEPS)

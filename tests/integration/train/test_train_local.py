@@ -86,6 +86,8 @@ def test_every_rank_kept_its_output(healthy_run):
     settings = json.loads((run_dir / "run.json").read_text())
     assert settings["nproc_per_node"] == 2
     assert "--nproc-per-node=2" in settings["command"]
+    # Explicit collective and rendezvous timeouts, as every launcher sets them.
+    assert "--dist-timeout-s=1800" in settings["command"]
 
 
 def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):

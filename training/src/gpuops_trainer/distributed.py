@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -69,8 +70,18 @@ def choose_device(local_rank: int, cuda_available: bool | None = None) -> torch.
     return torch.device("cpu")
 
 
-def init_distributed(requested_backend: str) -> DistInfo:
-    """Join the process group when launched by torchrun; run alone otherwise."""
+# torch's own defaults are 10 minutes for NCCL and 30 for gloo; launchers pass it explicitly.
+DEFAULT_COLLECTIVE_TIMEOUT_S = 1800
+
+
+def init_distributed(
+    requested_backend: str, timeout_s: int = DEFAULT_COLLECTIVE_TIMEOUT_S
+) -> DistInfo:
+    """Join the process group when launched by torchrun; run alone otherwise.
+
+    ``timeout_s`` bounds how long a collective may block: a rank that never answers fails
+    the run (and torchrun restarts it) instead of hanging it.
+    """
     rank, local_rank, world_size = env_ranks()
     backend = choose_backend(requested_backend)
     device = choose_device(local_rank)
@@ -79,7 +90,9 @@ def init_distributed(requested_backend: str) -> DistInfo:
     if not launched_by_torchrun():
         return DistInfo(rank=0, local_rank=0, world_size=1, backend=None, device=device)
     init_kwargs = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend=backend, **init_kwargs)
+    dist.init_process_group(
+        backend=backend, timeout=datetime.timedelta(seconds=timeout_s), **init_kwargs
+    )
     return DistInfo(rank, local_rank, world_size, backend, device)
 
 

@@ -38,6 +38,7 @@ from .data import (
 from .data.common import resolve
 from .distributed import (
     BACKENDS,
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
     DistInfo,
     broadcast_from_main,
     cleanup,
@@ -135,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=BACKENDS,
         default="auto",
         help="auto = nccl when CUDA is available, else gloo",
+    )
+    run.add_argument(
+        "--dist-timeout-s",
+        type=_int_at_least(1),
+        default=DEFAULT_COLLECTIVE_TIMEOUT_S,
+        help="how long a collective (or joining the process group) may block before the run "
+        "fails instead of hanging (default: %(default)s)",
     )
 
     data = parser.add_argument_group("data")
@@ -537,7 +545,7 @@ def resume_position(checkpoint: dict, args, dist_info: DistInfo, batches_per_epo
 
 
 def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> None:
-    dist_info = init_distributed(args.dist_backend)
+    dist_info = init_distributed(args.dist_backend, args.dist_timeout_s)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts them)
@@ -631,6 +639,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         "run_start",
         model=args.model,
         backend=dist_info.backend,
+        collective_timeout_s=args.dist_timeout_s if dist_info.backend else None,
         device=str(device),
         torch_version=torch.__version__,
         dataset=args.dataset,
