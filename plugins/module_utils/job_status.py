@@ -133,11 +133,18 @@ def trainjob_phase(job):
     return "Pending", ""
 
 
-PHASE_READERS = {"Job": job_phase, "PyTorchJob": pytorchjob_phase, "TrainJob": trainjob_phase}
+# An MPIJob of the Training Operator (kubeflow.org/v1) has the same conditions as a PyTorchJob;
+# it succeeds when its launcher does.
+PHASE_READERS = {
+    "Job": job_phase,
+    "PyTorchJob": pytorchjob_phase,
+    "MPIJob": pytorchjob_phase,
+    "TrainJob": trainjob_phase,
+}
 
 
 def workload_phase(kind, obj):
-    """(phase, detail) of a Job, PyTorchJob or TrainJob; ("NotFound", "") for None."""
+    """(phase, detail) of a Job, PyTorchJob, MPIJob or TrainJob; ("NotFound", "") for None."""
     if obj is None:
         return "NotFound", ""
     if kind not in PHASE_READERS:
@@ -388,8 +395,8 @@ def timeout_message(verdict, timeout_s):
         text += "; unfinished pods: " + "; ".join(describe_pod(state) for state in rest)
     if not verdict.get("pods"):
         text += "; no pod was created"
-        if verdict.get("kind") in ("PyTorchJob", "TrainJob"):
+        if verdict.get("kind") in ("PyTorchJob", "MPIJob", "TrainJob"):
             text += " (is the %s controller running, and does the namespace's quota admit the pods?)" % (
-                "Kubeflow Training Operator" if verdict["kind"] == "PyTorchJob" else "Kubeflow Trainer"
+                "Kubeflow Trainer" if verdict["kind"] == "TrainJob" else "Kubeflow Training Operator"
             )
     return text

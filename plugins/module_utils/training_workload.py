@@ -42,7 +42,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import SizingError, shm_bytes
 
 PREFIX = "training_job_"
-LAUNCHERS = ("pytorchjob", "indexed_job", "trainjob", "runai")
+# Launchers of the trainer (the training_job role), and mpijob, which runs nccl-tests.
+TRAINER_LAUNCHERS = ("pytorchjob", "indexed_job", "trainjob", "runai")
+LAUNCHERS = TRAINER_LAUNCHERS + ("mpijob",)
 FABRICS = ("ib", "roce", "socket")
 # What the verification expects NCCL to report for each fabric: RoCE is NCCL's IB transport.
 TRANSPORT_OF_FABRIC = {"ib": "IB", "roce": "IB", "socket": "Socket"}
@@ -57,7 +59,17 @@ TRAINER_API = "trainer.kubeflow.org"
 RUNAI_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 # Container names the operators require: the Training Operator looks for "pytorch" (and its
 # port "pytorchjob-port"), Trainer v2's torch plugin for "node".
-CONTAINER_NAMES = {"pytorchjob": "pytorch", "indexed_job": "trainer", "trainjob": "node", "runai": "trainer"}
+CONTAINER_NAMES = {
+    "pytorchjob": "pytorch",
+    "indexed_job": "trainer",
+    "trainjob": "node",
+    "runai": "trainer",
+    "mpijob": "mpi-worker",
+}
+# An MPIJob's workers wait for the launcher's mpirun (over ssh) with the image's sshd.
+MPI_WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
+# The launcher only runs mpirun: a small Guaranteed pod without GPUs.
+MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "1Gi"}
 PYTORCHJOB_PORT_NAME = "pytorchjob-port"
 # Linux keeps host names to 64 characters; setHostnameAsFQDN makes the FQDN the host name.
 MAX_HOSTNAME = 64
@@ -126,6 +138,9 @@ DEFAULTS = {
     "priority_class": "",
     "trainer_args": [],
 }
+# mpijob only (nccl-tests), not the trainer's: the launcher's command (required) and the
+# workers' command (MPI_WORKER_COMMAND when left out).
+MPIJOB_KEYS = ("mpirun_argv", "mpi_worker_command")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -564,6 +579,11 @@ def problems(settings):
         found.append(
             "%s must be a list of strings (the trainer's arguments), got %r" % (_var("trainer_args"), args)
         )
+    if launcher == "mpijob":
+        for key in MPIJOB_KEYS:
+            argv = s.get(key, MPI_WORKER_COMMAND if key == "mpi_worker_command" else None)
+            if not (isinstance(argv, list) and argv and all(isinstance(arg, str) for arg in argv)):
+                found.append("%s must be a non-empty list of strings (a command), got %r" % (_var(key), argv))
     return found
 
 
@@ -1024,7 +1044,50 @@ def runai_argv(settings):
     return argv
 
 
+def mpijob(settings):
+    """A Kubeflow MPIJob (kubeflow.org/v1, the Training Operator's) for nccl-tests: one launcher
+    running ``mpirun_argv`` over nnodes workers with ``nproc_per_node`` slots each.
+
+    The workers get the pod every launcher renders (Guaranteed QoS, /dev/shm, IPC_LOCK only,
+    the network, RDMA and the fabric's NCCL variables); the launcher is a small Guaranteed pod
+    without GPUs, with the same NCCL variables (mpirun passes them on with -x).
+    """
+    s = _checked(settings)
+    worker = pod_template(s, list(s.get("mpi_worker_command", MPI_WORKER_COMMAND)), CONTAINER_NAMES["mpijob"])
+    launcher = pod_template(s, list(s["mpirun_argv"]), "mpi-launcher")
+    launcher_container = launcher["spec"]["containers"][0]
+    launcher_container["resources"] = {
+        "requests": dict(MPI_LAUNCHER_RESOURCES),
+        "limits": dict(MPI_LAUNCHER_RESOURCES),
+    }
+    launcher_container.pop("ports", None)
+    worker["spec"]["containers"][0].pop("ports", None)
+    # The launcher needs neither the secondary network nor the checkpoint volume.
+    launcher["metadata"].get("annotations", {}).pop(NETWORKS_ANNOTATION, None)
+    launcher["spec"]["volumes"] = [
+        volume for volume in launcher["spec"]["volumes"] if volume["name"] == "dshm"
+    ]
+    launcher_container["volumeMounts"] = [
+        mount for mount in launcher_container["volumeMounts"] if mount["name"] == "dshm"
+    ]
+    spec = {
+        "slotsPerWorker": _int(s["nproc_per_node"]),
+        "runPolicy": {
+            "backoffLimit": _int(s["backoff_limit"]),
+            "activeDeadlineSeconds": _deadline(s),
+            # The launcher's log is read after the end: keep the pods.
+            "cleanPodPolicy": "None",
+        },
+        "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher},
+            "Worker": {"replicas": _int(s["nnodes"]), "restartPolicy": "OnFailure", "template": worker},
+        },
+    }
+    return [{"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": _metadata(s), "spec": spec}]
+
+
 KINDS = {
+    "mpijob": ("MPIJob", "kubeflow.org/v1", mpijob),
     "indexed_job": ("Job", "batch/v1", indexed_job),
     "pytorchjob": ("PyTorchJob", "kubeflow.org/v1", pytorchjob),
     "trainjob": ("TrainJob", "%s/v1alpha1" % TRAINER_API, trainjob),
@@ -1043,7 +1106,7 @@ def workload(settings):
         "name": name,
         "namespace": s["namespace"],
         "pod_selector": pod_selector(s),
-        "expected_pods": _int(s["nnodes"]),
+        "expected_pods": _int(s["nnodes"]) + (1 if launcher == "mpijob" else 0),
         "world_size": _int(s["nnodes"]) * _int(s["nproc_per_node"]),
         "shm_size": shm_size(s),
         "env": dict(env_pairs(s)),
@@ -1079,6 +1142,8 @@ def _command_of(obj):
     if obj["kind"] == "PyTorchJob":
         first = next(iter(spec["pytorchReplicaSpecs"].values()))
         return first["template"]["spec"]["containers"][0]["command"]
+    if obj["kind"] == "MPIJob":
+        return spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     if obj["kind"] == "TrainingRuntime":
         job = spec["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
         return job["template"]["spec"]["containers"][0]["command"]

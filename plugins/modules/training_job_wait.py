@@ -7,9 +7,9 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: training_job_wait
-short_description: Wait for a training Job, PyTorchJob or TrainJob to end, naming the pods that hold it up
+short_description: Wait for a training Job, PyTorchJob, MPIJob or TrainJob to end, naming the pods that hold it up
 description:
-  - Polls a batch/v1 Job, a Kubeflow PyTorchJob (C(kubeflow.org/v1)) or a Kubeflow Trainer
+  - Polls a batch/v1 Job, a Kubeflow PyTorchJob or MPIJob (C(kubeflow.org/v1)) or a Kubeflow Trainer
     TrainJob (C(trainer.kubeflow.org/v1alpha1)) and the pods that O(pod_selector) finds, until the
     workload has succeeded or failed, or until its deadline (O(started) + O(timeout)). It never
     waits longer than that.
@@ -20,7 +20,8 @@ description:
   - With O(window) the module returns after that many seconds even when the workload has not
     ended, with RV(finished=false) and a one-line RV(progress); a role calls it again (passing
     RV(pods) back as O(seen_pods)) to show progress while it waits.
-  - A PyTorchJob succeeds when its master does; workers may still be running then.
+  - A PyTorchJob succeeds when its master does, an MPIJob when its launcher does; workers may
+    still be running then.
   - The timeout message names every unfinished pod and its state, including pods that were
     seen earlier and are gone (a controller deletes pods at its own deadline).
 version_added: 0.1.0
@@ -31,7 +32,7 @@ options:
     description: Kind of the workload.
     type: str
     required: true
-    choices: [Job, PyTorchJob, TrainJob]
+    choices: [Job, PyTorchJob, MPIJob, TrainJob]
   name:
     description: Name of the workload.
     type: str
@@ -206,6 +207,7 @@ else:
 
 CUSTOM_KINDS = {
     "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "MPIJob": ("kubeflow.org", "v1", "mpijobs"),
     "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 }
 
@@ -256,7 +258,7 @@ def list_pods(api, namespace, selector):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "kind": {"type": "str", "required": True, "choices": ["Job", "PyTorchJob", "TrainJob"]},
+            "kind": {"type": "str", "required": True, "choices": ["Job", "PyTorchJob", "MPIJob", "TrainJob"]},
             "name": {"type": "str", "required": True},
             "namespace": {"type": "str", "required": True},
             "pod_selector": {"type": "str", "required": True},

@@ -49,7 +49,7 @@ def test_the_launcher_choices_are_the_ones_the_role_has_tasks_for():
     assert choices == ["local", "ssh", "pytorchjob", "indexed_job", "trainjob", "runai"]
     for launcher in choices:
         assert (ROLES / "training_job" / "tasks" / ("launch_%s.yml" % launcher)).is_file()
-    assert set(choices) - {"local", "ssh"} == set(training_workload.LAUNCHERS)
+    assert set(choices) - {"local", "ssh"} == set(training_workload.TRAINER_LAUNCHERS)
 
 
 def test_the_workload_settings_pass_every_key_the_renderer_knows():

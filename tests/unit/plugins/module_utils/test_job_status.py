@@ -82,8 +82,22 @@ def test_a_job_that_only_reached_its_failure_target_is_not_finished_yet():
 
 def test_a_missing_workload_and_an_unknown_kind():
     assert workload_phase("Job", None) == ("NotFound", "")
-    with pytest.raises(ValueError, match="kind must be one of Job, PyTorchJob, TrainJob"):
-        workload_phase("MPIJob", {})
+    with pytest.raises(ValueError, match="kind must be one of Job, MPIJob, PyTorchJob, TrainJob"):
+        workload_phase("XGBoostJob", {})
+
+
+def test_an_mpijob_reads_like_a_pytorchjob():
+    done = {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded", "message": "completed."}
+    succeeded = {"status": {"conditions": [
+        {"type": "Created", "status": "True"}, {"type": "Running", "status": "False"}, done,
+    ]}}  # fmt: skip
+    assert workload_phase("MPIJob", succeeded)[0] == "Succeeded"
+    running = {
+        "status": {
+            "conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]
+        }
+    }
+    assert workload_phase("MPIJob", running) == ("Running", "")
 
 
 def test_an_unschedulable_pod_is_stuck_with_the_schedulers_reason():

@@ -61,9 +61,51 @@ def env_of(pod):
     return {item["name"]: item["value"] for item in pod["spec"]["containers"][0]["env"]}
 
 
+MPIRUN = ["mpirun", "-np", "16", "/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "8G"]
+
+
 def test_valid_settings_have_no_problems():
     for launcher in tw.LAUNCHERS:
-        assert tw.problems(settings(launcher=launcher)) == []
+        assert tw.problems(settings(launcher=launcher, mpirun_argv=MPIRUN)) == []
+
+
+def test_an_mpijob_runs_mpirun_on_a_small_launcher_over_workers_with_the_same_pod_practices():
+    s = settings(launcher="mpijob", mpirun_argv=MPIRUN)
+    (job,) = tw.mpijob(s)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "MPIJob")
+    spec = job["spec"]
+    assert spec["slotsPerWorker"] == 8
+    assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    launcher, worker = spec["mpiReplicaSpecs"]["Launcher"], spec["mpiReplicaSpecs"]["Worker"]
+    assert (launcher["replicas"], worker["replicas"]) == (1, 2)
+    # The workers' pod is the one every launcher renders, with the image's sshd as command.
+    expected = every_pod(s)["indexed_job"]["spec"]["containers"][0]
+    (worker_container,) = worker["template"]["spec"]["containers"]
+    assert worker_container["command"] == tw.MPI_WORKER_COMMAND
+    for key in ("resources", "securityContext", "env", "volumeMounts"):
+        assert worker_container[key] == expected[key], key
+    assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
+    # The launcher: mpirun, no GPU, Guaranteed, the NCCL variables to pass on, no network.
+    (launcher_container,) = launcher["template"]["spec"]["containers"]
+    assert launcher_container["command"] == MPIRUN
+    assert launcher_container["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    }
+    assert launcher_container["env"] == expected["env"]
+    assert launcher_container["securityContext"]["privileged"] is False
+    assert (
+        "annotations" not in launcher["template"]["metadata"]
+        or not launcher["template"]["metadata"]["annotations"]
+    )
+    result = tw.workload(s)
+    assert (result["kind"], result["expected_pods"], result["command"]) == ("MPIJob", 3, MPIRUN)
+
+
+@pytest.mark.parametrize("key", ["mpirun_argv", "mpi_worker_command"])
+def test_an_mpijob_needs_its_commands(key):
+    found = tw.problems(settings(**{"launcher": "mpijob", "mpirun_argv": MPIRUN, key: []}))
+    assert found == ["training_job_%s must be a non-empty list of strings (a command), got []" % key]
 
 
 def test_every_kind_renders_the_same_pod_practices():
@@ -352,7 +394,8 @@ def problems_of(**overrides):
     [
         (
             {"launcher": "slurm"},
-            "training_job_launcher must be one of pytorchjob, indexed_job, trainjob, runai, got 'slurm'",
+            "training_job_launcher must be one of pytorchjob, indexed_job, trainjob, runai, mpijob, "
+            "got 'slurm'",
         ),
         ({"run_id": ""}, "training_job_run_id is empty"),
         (
@@ -500,5 +543,5 @@ def test_settings_are_not_changed():
     s = settings(env={"A": "1"}, tolerations=[{"key": "gpu", "operator": "Exists"}])
     before = copy.deepcopy(s)
     for launcher in tw.LAUNCHERS:
-        tw.workload(dict(s, launcher=launcher))
+        tw.workload(dict(s, launcher=launcher, mpirun_argv=MPIRUN))
     assert s == before

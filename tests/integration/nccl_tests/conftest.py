@@ -1,0 +1,11 @@
+"""The Kubernetes harness fixtures for the mpijob launcher's tests (tests/harness/pytest_plugin.py)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
+
+from pytest_plugin import k8s_cluster  # noqa: E402,F401
