@@ -11,9 +11,11 @@ step, the RNG states and the arguments.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from .errors import StorageError
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_step(\d+)\.pt$")
 REQUIRED_KEYS = (
@@ -111,18 +115,59 @@ def save_checkpoint(state: dict[str, Any], directory: str | os.PathLike, keep: i
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / checkpoint_name(int(state["global_step"]))
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=directory)
+    writer = None
     try:
         with os.fdopen(fd, "wb") as tmp:
-            torch.save(state, tmp)
+            writer = _WriteErrors(tmp)
+            torch.save(state, writer)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, final)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
+        cause = exc if isinstance(exc, OSError) else getattr(writer, "error", None)
+        if cause is not None and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageError(_no_space_message(directory, final)) from None
         raise
     _fsync_dir(directory)
     prune_checkpoints(directory, keep)
     return final
+
+
+class _WriteErrors:
+    """A file for torch.save that remembers the OSError of a failed write: torch's zip writer
+    turns a short write into "RuntimeError: unexpected pos", which hides a full disk."""
+
+    def __init__(self, file):
+        self.file = file
+        self.error = None
+
+    def write(self, data):
+        try:
+            return self.file.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self):
+        self.file.flush()
+
+
+def _no_space_message(directory: Path, wanted: Path) -> str:
+    """What a full checkpoint volume means for the run, and what to do about it."""
+    free = shutil.disk_usage(directory).free
+    kept = list_checkpoints(directory)
+    if kept:
+        # The previous checkpoint is the best estimate of the size of the next one.
+        room = f"about {kept[0].stat().st_size} bytes needed, {free} free"
+        newest = f"the newest checkpoint, {kept[0].name}, is intact"
+    else:
+        room, newest = f"{free} bytes free", "none was kept"
+    return (
+        f"cannot write checkpoint {wanted.name}: no space left in {directory} ({room}); "
+        f"{newest}. Free space there, lower --keep-checkpoints or point --output-dir at a "
+        "larger volume, then run again to resume"
+    )
 
 
 def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:

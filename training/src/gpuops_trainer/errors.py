@@ -9,6 +9,7 @@ EXIT_FAILURE = 1  # unexpected error (traceback printed), including injected fau
 EXIT_CONFIG = 2  # bad arguments or configuration: retrying cannot help
 EXIT_DATA = 3  # the dataset is unusable
 EXIT_NONFINITE = 4  # too many consecutive steps with a non-finite loss
+EXIT_STORAGE = 5  # a checkpoint cannot be written: the volume is full (or over quota)
 
 
 class TrainerError(Exception):
@@ -27,6 +28,10 @@ class DataError(TrainerError):
 
 class NonFiniteLossError(TrainerError):
     exit_code = EXIT_NONFINITE
+
+
+class StorageError(TrainerError):
+    exit_code = EXIT_STORAGE
 
 
 class InjectedFault(TrainerError):
