@@ -57,7 +57,7 @@ def stored_objects(cluster, namespace, priority_class):
         key = "%s/%s" % (item["kind"], name)
         assert key not in objects, "duplicate %s" % key
         objects[key] = {
-            "labels": {k: v for k, v in (item["metadata"].get("labels") or {}).items()},
+            "labels": dict(item["metadata"].get("labels") or {}),
             "spec": item.get("spec"),
             "rules": item.get("rules"),
             "roleRef": item.get("roleRef"),

@@ -8,4 +8,6 @@ import sys
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 
-from pytest_plugin import k8s_cluster  # noqa: E402,F401
+from pytest_plugin import k8s_cluster  # noqa: E402
+
+__all__ = ["k8s_cluster"]

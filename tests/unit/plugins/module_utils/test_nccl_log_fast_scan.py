@@ -38,7 +38,7 @@ HEADERS = [
     b"10.0.0.1:5:5 [0] ",
     b"",
 ]
-MARKERS = [
+MARKERS = (
     b"NCCL INFO ",
     b"NCCL INFO ",
     b"NCCL INFO ",
@@ -46,7 +46,7 @@ MARKERS = [
     b"NCCL TRACE ",
     b"NCCL INFO",
     b"NCCL ERROR ",
-]
+)
 PATHS = [
     b"P2P/CUMEM/read",
     b"P2P/IPC",
