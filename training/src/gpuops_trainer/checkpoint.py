@@ -27,6 +27,8 @@ import torch
 from .errors import StorageError
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_step(\d+)\.pt$")
+# save_checkpoint's temp files (mkstemp: ".NAME.RANDOM.tmp").
+PARTIAL_PATTERN = re.compile(r"^\.checkpoint_step\d+\.pt\.[^.]+\.tmp$")
 REQUIRED_KEYS = (
     "model",
     "optimizer",
@@ -168,6 +170,21 @@ def _no_space_message(directory: Path, wanted: Path) -> str:
         f"{newest}. Free space there, lower --keep-checkpoints or point --output-dir at a "
         "larger volume, then run again to resume"
     )
+
+
+def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temp files of writes that never finished (the writer was killed mid-write).
+
+    Each is up to a checkpoint's size, and a run restarted many times would pile them up.
+    Only rank 0 writes checkpoints, so at its start none of them is in progress.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    partial = [p for p in directory.iterdir() if PARTIAL_PATTERN.match(p.name) and p.is_file()]
+    for path in partial:
+        path.unlink(missing_ok=True)
+    return sorted(partial)
 
 
 def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:

@@ -2,6 +2,13 @@
 
 Launchers such as Kubeflow's ``restartPolicy: ExitCode`` treat 1-127 as permanent failures and
 128+N (signals, OOM kills) as retryable, so deterministic problems get small codes here.
+
+Signals are not codes the trainer chooses: a process killed by signal N (SIGKILL from the
+kernel's OOM killer or after a pod's grace period, SIGTERM) has no exit status of its own;
+a shell and container runtimes report 128+N (137 for SIGKILL, 143 for SIGTERM), which is what
+Kubernetes records as the container's exit code. Under torchrun the agent exits 1 whenever a
+worker failed and names the worker's code or signal in its summary. README.md lists the same
+table (a test checks they agree).
 """
 
 EXIT_OK = 0

@@ -7,6 +7,7 @@ add keys if needed, never rename or remove them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -53,8 +54,13 @@ class MetricsWriter:
         if output_dir is not None:
             self.path = Path(output_dir) / "metrics" / f"rank{rank}.jsonl"
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            cut_short = _ends_mid_line(self.path)
             # Append: a restarted attempt continues the same file; "attempt" tells them apart.
             self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            if cut_short:
+                # A record cut short by a full volume: end its line so the next one starts
+                # its own (readers skip an unreadable line, not two records on one).
+                self._write_file("\n")
 
     def record(self, event: str, **fields: Any) -> dict[str, Any]:
         """Build one record: common keys first, then the event's own fields."""
@@ -65,16 +71,45 @@ class MetricsWriter:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = self.record(event, **fields)
         line = json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n"
-        for out in (self.stream, self.file):
-            if out is not None:
-                out.write(line)
-                out.flush()  # a crash right after must not lose the record
+        self.stream.write(line)
+        self.stream.flush()  # a crash right after must not lose the record
+        if self.file is not None:
+            self._write_file(line)
         return record
+
+    def _write_file(self, text: str) -> None:
+        try:
+            self.file.write(text)
+            self.file.flush()
+        except OSError as exc:
+            # A full (or failing) output volume must not end the run from here: stdout still
+            # carries every record, and a checkpoint write on the same volume stops the run
+            # with its own exit code and message.
+            print(
+                f"gpuops-train: warning: cannot append to {self.path}: {exc}; "
+                "metrics go to stdout only from here",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.close()
 
     def close(self) -> None:
         if self.file is not None:
-            self.file.close()
-            self.file = None
+            file, self.file = self.file, None
+            # Closing flushes what a failed write left in the buffer, and fails the same way.
+            with contextlib.suppress(OSError):
+                file.close()
+
+
+def _ends_mid_line(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            if file.seek(0, os.SEEK_END) == 0:
+                return False
+            file.seek(-1, os.SEEK_END)
+            return file.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def restart_attempt() -> int:

@@ -494,6 +494,13 @@ def choose_checkpoint(
     checkpoint_dir = Path(args.output_dir) / "checkpoints"
     chosen: str | None = None
     state: dict | None = None
+    if dist_info.is_main:
+        for path in ckpt.remove_partial_writes(checkpoint_dir):
+            print(
+                f"{PROG}: warning: removed {path}: a checkpoint write that never finished",
+                file=sys.stderr,
+                flush=True,
+            )
     if dist_info.is_main and args.resume != "never":
         if args.resume == "auto":
             path, state, skipped = ckpt.load_newest(checkpoint_dir)
@@ -661,6 +668,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
     def save_checkpoint() -> None:
         if not dist_info.is_main:
             return
+        # The other ranks wait at their next collective meanwhile: this is the run's stall.
+        started = time.perf_counter()
         path = ckpt.save_checkpoint(
             {
                 "model": model_without_ddp.state_dict(),
@@ -684,6 +693,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
             step=state.global_step,
             epoch_batches=state.epoch_batches,
             path=str(path),
+            bytes=path.stat().st_size,
+            seconds=time.perf_counter() - started,
         )
 
     def checkpoint_mid_epoch() -> None:
