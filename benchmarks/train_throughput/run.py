@@ -176,6 +176,11 @@ def parse_cli(argv=None):
         help="the trainer's mixed precision in the third loop: auto picks bf16 where the device "
         "supports it natively (fp16 on older GPUs), off measures only the two fp32 loops",
     )
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="also measure the mixed-precision trainer with --channels-last (NHWC weights)",
+    )
     return parser.parse_args(argv)
 
 
@@ -224,8 +229,10 @@ def main(argv=None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    def run_trainer(epoch, amp_dtype):
+    def run_trainer(epoch, amp_dtype, channels_last=False):
         model, optimizer = fresh_model_and_optimizer()
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
         scheduler = build_lr_scheduler(optimizer, len(trainer_loader), 0.001, "constant")
         sampler.set_epoch(epoch)
         result = train_one_epoch(
@@ -247,6 +254,8 @@ def main(argv=None) -> int:
     amp_dtype = amp_dtype_for(device) if cli.amp == "auto" else AMP_DTYPES.get(cli.amp)
     if amp_dtype is not None:
         loops["trainer_amp"] = lambda epoch: run_trainer(epoch, amp_dtype)
+        if cli.channels_last:
+            loops["trainer_amp_channels_last"] = lambda epoch: run_trainer(epoch, amp_dtype, True)
     wall_rates = {name: [] for name in loops}
     cpu_rates = {name: [] for name in loops}
     losses = {name: [] for name in loops}

@@ -29,8 +29,13 @@ def test_unknown_backend_names_the_choices():
 
 
 def test_device_follows_local_rank():
-    assert choose_device(3, cuda_available=True) == torch.device("cuda", 3)
+    assert choose_device(3, cuda_available=True, device_count=4) == torch.device("cuda", 3)
     assert choose_device(3, cuda_available=False) == torch.device("cpu")
+
+
+def test_more_processes_than_gpus_is_a_configuration_error():
+    with pytest.raises(ConfigError, match=r"LOCAL_RANK 1 has no GPU of its own: this node shows 1"):
+        choose_device(1, cuda_available=True, device_count=1)
 
 
 def test_without_torchrun_it_is_a_single_process(monkeypatch):

@@ -62,12 +62,25 @@ def choose_backend(requested: str, cuda_available: bool | None = None) -> str:
     return requested
 
 
-def choose_device(local_rank: int, cuda_available: bool | None = None) -> torch.device:
+def choose_device(
+    local_rank: int, cuda_available: bool | None = None, device_count: int | None = None
+) -> torch.device:
+    """``cuda:LOCAL_RANK`` on GPUs: one process per GPU, as NCCL requires."""
     if cuda_available is None:
         cuda_available = torch.cuda.is_available()
-    if cuda_available:
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+    if not cuda_available:
+        return torch.device("cpu")
+    if device_count is None:
+        device_count = torch.cuda.device_count()
+    if local_rank >= device_count:
+        # Otherwise CUDA fails with "invalid device ordinal" deep in set_device, or, where
+        # ranks share a GPU, NCCL with "Duplicate GPU detected".
+        raise ConfigError(
+            f"LOCAL_RANK {local_rank} has no GPU of its own: this node shows {device_count} "
+            "CUDA device(s) (CUDA_VISIBLE_DEVICES), so start at most that many processes per "
+            "node (torchrun --nproc-per-node)"
+        )
+    return torch.device("cuda", local_rank)
 
 
 # torch's own defaults are 10 minutes for NCCL and 30 for gloo; launchers pass it explicitly.

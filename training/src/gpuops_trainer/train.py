@@ -266,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="convert BatchNorm to SyncBatchNorm (CUDA only: torch has no CPU/gloo version)",
     )
+    model.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="keep convolution weights (and so activations) in NHWC, which tensor cores read "
+        "fastest under --amp on GPUs",
+    )
 
     optim = parser.add_argument_group("optimization")
     optim.add_argument(
@@ -600,6 +606,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
     if args.sync_bn and dist_info.enabled:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     model.to(device)
+    if args.channels_last:
+        model.to(memory_format=torch.channels_last)
     model_without_ddp = model
     if dist_info.enabled:
         device_ids = [device.index] if device.type == "cuda" else None
