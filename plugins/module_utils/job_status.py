@@ -6,11 +6,12 @@
 Small predicates over objects as the API returns them (dicts), so that the unit tests can
 feed YAML fixtures:
 
-- :func:`workload_phase` reads a batch/v1 Job, a Kubeflow PyTorchJob or a Kubeflow Trainer
-  TrainJob and says ``Pending``, ``Running``, ``Succeeded``, ``Failed`` or ``Suspended``, with
-  the reason the controller gave. A Job is done at its ``Complete`` or ``Failed`` condition,
-  a PyTorchJob at ``Succeeded`` or ``Failed`` (a PyTorchJob succeeds when its master does,
-  workers may still run), a TrainJob at ``Complete`` or ``Failed``.
+- :func:`workload_phase` reads a batch/v1 Job, a Kubeflow PyTorchJob or MPIJob or a Kubeflow
+  Trainer TrainJob and says ``Pending``, ``Running``, ``Succeeded``, ``Failed`` or
+  ``Suspended``, with the reason the controller gave. A Job is done at its ``Complete`` or
+  ``Failed`` condition, a PyTorchJob or MPIJob at ``Succeeded`` or ``Failed`` (a PyTorchJob
+  succeeds when its master does, an MPIJob when its launcher does, workers may still run), a
+  TrainJob at ``Complete`` or ``Failed``.
 - :func:`pod_state` reads one pod: its phase, and what holds it up - the scheduler's reason
   (``Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu``), a container
   that cannot start (``ImagePullBackOff``, ``CrashLoopBackOff``, ...), restarts, or the exit

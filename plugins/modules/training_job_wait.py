@@ -190,12 +190,19 @@ remaining:
   type: float
 """
 
+import math
 import time
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.job_status import judge, timeout_message
+from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    config_error_message,
+    connection_error_message,
+    too_long,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
 try:
     from kubernetes import client, config
@@ -256,7 +263,7 @@ def list_pods(api, namespace, selector):
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec={
             "kind": {"type": "str", "required": True, "choices": ["Job", "PyTorchJob", "MPIJob", "TrainJob"]},
             "name": {"type": "str", "required": True},
@@ -287,10 +294,17 @@ def main():
         module.fail_json(
             msg="timeout, window and slow_after must be 0 or more and poll_interval at least 1 second"
         )
+    if too_long(params, ("timeout", "window", "poll_interval", "slow_after")):
+        module.fail_json(msg=too_long(params, ("timeout", "window", "poll_interval", "slow_after")))
+    for option in ("name", "namespace"):
+        if not params[option].strip():
+            module.fail_json(msg="%s must name the workload's %s, got %r" % (option, option, params[option]))
+    if params["started"] is not None and not math.isfinite(params["started"]):
+        module.fail_json(msg="started must be a time in seconds since the epoch, got %s" % params["started"])
     try:
         api = api_client(params["kubeconfig"], params["context"])
     except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg="cannot configure the Kubernetes client: %s" % error)
+        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
 
     began = time.time()
     started = params["started"] if params["started"] is not None else began
@@ -303,6 +317,15 @@ def main():
             pods = list_pods(api, params["namespace"], params["pod_selector"])
         except ReadError as error:
             module.fail_json(msg=str(error))
+        except Exception as error:  # no answer (connection refused, TLS, DNS) or a refused value
+            module.fail_json(
+                msg=connection_error_message(
+                    error,
+                    api,
+                    params["kubeconfig"],
+                    "%s %s/%s" % (params["kind"], params["namespace"], params["name"]),
+                )
+            )
         now = time.time()
         verdict = judge(
             params["kind"],

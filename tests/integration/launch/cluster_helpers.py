@@ -64,14 +64,16 @@ def node_index(pod):
 
 
 class PodLogServer(threading.Thread):
-    """Serve ``logs[node_index]`` as the log of every pod of the namespace, as pods appear."""
+    """Serve ``logs[index_of(pod)]`` as the log of every pod of the namespace, as pods appear
+    (``index_of`` is :func:`node_index` unless given; pods it gives None are left alone)."""
 
-    def __init__(self, cluster, namespace, logs, interval=0.3):
+    def __init__(self, cluster, namespace, logs, interval=0.3, index_of=node_index):
         super().__init__(daemon=True)
         self.cluster = cluster
         self.namespace = namespace
         self.logs = logs
         self.interval = interval
+        self.index_of = index_of
         self.served = {}
         self.errors = []
         self._halt = threading.Event()
@@ -83,7 +85,7 @@ class PodLogServer(threading.Thread):
                 pods = json.loads(listing.stdout).get("items", []) if listing.returncode == 0 else []
                 for pod in pods:
                     name = pod["metadata"]["name"]
-                    index = node_index(pod)
+                    index = self.index_of(pod)
                     if name in self.served or index is None or index not in self.logs:
                         continue
                     self.cluster.serve_pod_log(self.namespace, name, self.logs[index])

@@ -1,4 +1,4 @@
-"""job_status: phases of Jobs, PyTorchJobs and TrainJobs, pod states, verdicts and messages.
+"""job_status: phases of Jobs, PyTorchJobs, MPIJobs and TrainJobs, pod states, verdicts and messages.
 
 Fixtures under tests/unit/fixtures/jobs: those whose comment says "harness" were read from the
 test harness's API server (kube-controller-manager, kube-scheduler, kwok, Training Operator);
@@ -55,6 +55,21 @@ def load(name):
         ("TrainJob", "trainjob-running.yaml", "Running", ""),
         ("TrainJob", "trainjob-complete.yaml", "Succeeded", "JobsCompleted: jobs have been completed"),
         ("TrainJob", "trainjob-failed.yaml", "Failed", None),
+        ("MPIJob", "mpijob-created.yaml", "Pending", "MPIJobCreated: MPIJob nt-ok is created."),
+        ("MPIJob", "mpijob-running.yaml", "Running", ""),
+        ("MPIJob", "mpijob-workers-unschedulable.yaml", "Running", ""),
+        (
+            "MPIJob",
+            "mpijob-succeeded.yaml",
+            "Succeeded",
+            "MPIJobSucceeded: MPIJob nt-ok is successfully completed.",
+        ),
+        (
+            "MPIJob",
+            "mpijob-failed.yaml",
+            "Failed",
+            "MPIJobMPIJobFailed: MPIJob nt-fail is failed because 1 Launcher replica(s) failed.",
+        ),
     ],
 )
 def test_workload_phases(kind, fixture, phase, detail):
@@ -98,6 +113,37 @@ def test_an_mpijob_reads_like_a_pytorchjob():
         }
     }
     assert workload_phase("MPIJob", running) == ("Running", "")
+
+
+def test_a_failed_mpijob_names_its_launchers_exit_code():
+    job, launcher = load("mpijob-failed.yaml"), load("pod-mpijob-launcher-failed.yaml")
+    verdict = judge("MPIJob", "nt-fail", "nt-cap", job, [launcher], parse_time("2026-11-22T14:06:00Z"))
+    assert verdict["finished"] and not verdict["succeeded"]
+    assert verdict["message"] == (
+        "MPIJob nt-cap/nt-fail failed (MPIJobMPIJobFailed: MPIJob nt-fail is failed because 1 Launcher "
+        "replica(s) failed.); failed pods: nt-fail-launcher: Failed on gpu-node-0, Error: container "
+        "mpi-launcher exited with code 3 (Error)"
+    )
+
+
+def test_an_mpijob_whose_workers_cannot_be_placed_runs_its_launcher_and_names_the_workers():
+    job = load("mpijob-workers-unschedulable.yaml")
+    pods = [load("pod-mpijob-launcher-running.yaml"), load("pod-mpijob-worker-unschedulable.yaml")]
+    now = parse_time(pods[1]["metadata"]["creationTimestamp"]) + 20
+    verdict = judge("MPIJob", "nt-stuck", "nt-cap", job, pods, now, expected_pods=3)
+    assert (verdict["phase"], verdict["finished"]) == ("Running", False)
+    assert verdict["counts"] == {
+        "pending": 1, "running": 1, "succeeded": 0, "failed": 0, "unknown": 0, "total": 2,
+    }  # fmt: skip
+    (stuck,) = verdict["stuck_pods"]
+    assert stuck.startswith(
+        "nt-stuck-worker-0: Pending for 20 s, Unschedulable: "
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    )
+    message = timeout_message(verdict, 20)
+    assert message.startswith("MPIJob nt-cap/nt-stuck did not finish within 20 s: it is Running; "), message
+    assert "nt-stuck-worker-0: Pending for 20 s, Unschedulable" in message
+    assert "nt-stuck-launcher: Running" in message
 
 
 def test_an_unschedulable_pod_is_stuck_with_the_schedulers_reason():

@@ -1,4 +1,5 @@
-"""training_job_wait: polls a Job, PyTorchJob or TrainJob and its pods, with a deadline and windows."""
+"""training_job_wait: polls a Job, PyTorchJob, MPIJob or TrainJob and its pods, with a deadline and
+windows."""
 
 from __future__ import annotations
 
@@ -134,3 +135,62 @@ def test_read_errors_and_bad_arguments_fail(run_module, cluster):
     assert run.failed and run.result["msg"] == "cannot read Job gl-cap/rn: 403 Forbidden"
     run = run_module(training_job_wait.main, args(poll_interval=0))
     assert run.failed and "poll_interval at least 1 second" in run.result["msg"]
+
+
+def test_an_mpijob_that_failed_fails_the_task_naming_the_launchers_exit_code(run_module, cluster):
+    cluster["sequence"] = [
+        (load("mpijob-running.yaml"), [load("pod-mpijob-launcher-running.yaml")]),
+        (load("mpijob-failed.yaml"), [load("pod-mpijob-launcher-failed.yaml")]),
+    ]
+    run = run_module(
+        training_job_wait.main,
+        args(kind="MPIJob", name="nt-fail", namespace="nt-cap", expected_pods=3, poll_interval=1),
+    )
+    assert run.failed
+    assert run.result["msg"].startswith("MPIJob nt-cap/nt-fail failed (MPIJobMPIJobFailed: ")
+    assert (
+        "nt-fail-launcher: Failed on gpu-node-0, Error: container mpi-launcher exited with code 3"
+        in (run.result["msg"])
+    )
+    assert cluster["reads"][0] == ("MPIJob", "nt-cap", "nt-fail")
+
+
+def test_an_mpijob_whose_workers_never_schedule_ends_at_the_deadline_naming_them(run_module, cluster):
+    pods = [load("pod-mpijob-launcher-running.yaml"), load("pod-mpijob-worker-unschedulable.yaml")]
+    cluster["sequence"] = [(load("mpijob-workers-unschedulable.yaml"), pods)]
+    cluster["now"] = parse_time(pods[1]["metadata"]["creationTimestamp"])
+    run = run_module(
+        training_job_wait.main,
+        args(
+            kind="MPIJob",
+            name="nt-stuck",
+            namespace="nt-cap",
+            timeout=20,
+            poll_interval=5,
+            fail_on_failure=False,
+        ),
+    )
+    result = run.result
+    assert result["finished"] and result["timed_out"] and not result["succeeded"]
+    assert result["message"].startswith(
+        "MPIJob nt-cap/nt-stuck did not finish within 20 s: it is Running; stuck pods: nt-stuck-worker-0: "
+        "Pending for 20 s, Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    )
+    assert "nt-stuck-launcher: Running" in result["message"]
+
+
+def test_an_mpijob_is_read_from_the_training_operators_api(monkeypatch):
+    calls = []
+
+    class CustomObjectsApi:
+        def __init__(self, api):
+            pass
+
+        def get_namespaced_custom_object(self, *args):
+            calls.append(args)
+            return load("mpijob-running.yaml")
+
+    monkeypatch.setattr(training_job_wait.client, "CustomObjectsApi", CustomObjectsApi)
+    job = training_job_wait.read_workload(object(), "MPIJob", "nt-cap", "nt-ok")
+    assert calls == [("kubeflow.org", "v1", "nt-cap", "mpijobs", "nt-ok")]
+    assert job["kind"] == "MPIJob"
