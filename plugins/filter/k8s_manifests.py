@@ -62,7 +62,10 @@ _value:
   elements: str
 """
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
+    ManifestError,
     api_error_message,
     apply_order,
     changed,
@@ -76,37 +79,45 @@ from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests impo
 )
 
 
+def _checked(name, function, *args):
+    """Call a helper; a wrong argument fails naming the filter and the argument."""
+    try:
+        return function(*args)
+    except ManifestError as error:
+        raise AnsibleFilterError("%s: %s" % (name, error)) from error
+
+
 def k8s_manifest_problems(documents, required=(), what="the manifests"):
-    return manifest_problems(documents, required or (), what)
+    return manifest_problems(documents, required or (), str(what))
 
 
 def k8s_apply_order(documents):
-    return apply_order(documents)
+    return _checked("k8s_apply_order", apply_order, documents)
 
 
 def k8s_with_labels(documents, labels):
-    return with_labels(documents, labels or {})
+    return _checked("k8s_with_labels", with_labels, documents, labels or {})
 
 
 def k8s_delete_order(documents, keep_kinds=()):
-    return delete_order(documents, keep_kinds or ())
+    return _checked("k8s_delete_order", delete_order, documents, keep_kinds or ())
 
 
 def k8s_names(documents, kind):
-    return names(documents, kind)
+    return _checked("k8s_names", names, documents, kind)
 
 
 def k8s_split_by_namespaces(documents, existing_namespaces):
-    ready, deferred = split_by_namespaces(documents, existing_namespaces)
+    ready, deferred = _checked("k8s_split_by_namespaces", split_by_namespaces, documents, existing_namespaces)
     return {"ready": ready, "deferred": deferred}
 
 
 def k8s_rejected(documents, results):
-    return rejected(documents, results)
+    return _checked("k8s_rejected", rejected, documents, results)
 
 
 def k8s_changed(documents, results):
-    return changed(documents, results)
+    return _checked("k8s_changed", changed, documents, results)
 
 
 def k8s_object_ref(document):

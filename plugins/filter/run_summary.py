@@ -51,7 +51,15 @@ def run_summary(run, training, nccl):
     for name, value in (("the input", run), ("training", training), ("nccl", nccl)):
         if not isinstance(value, dict):
             raise AnsibleFilterError("run_summary: %s must be a dict, got %s" % (name, type(value).__name__))
-    return build_run_summary(run, training, nccl)
+    try:
+        return build_run_summary(run, training, nccl)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as error:
+        # A field of another type than the launcher's record or the modules' results have.
+        raise AnsibleFilterError(
+            "run_summary: the input, training and nccl must be the launcher's run record and the "
+            "registered results of training_log_info and nccl_log_info; a field has another shape: %s: %s"
+            % (type(error).__name__, error)
+        ) from error
 
 
 class FilterModule:

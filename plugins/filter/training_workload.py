@@ -19,12 +19,18 @@ description:
   - Every launcher renders the same pod from the same settings - requests equal to limits for cpu,
     memory, GPUs and RDMA devices (Guaranteed QoS), a memory-backed C(/dev/shm) sized from the
     DataLoader workers, batch size and ranks (see P(gpuops.training.shm_size#filter)), C(IPC_LOCK) as
-    the only added capability, never privileged and no privilege escalation, C(runAsUser) and
+    the only capability (C(drop ALL), C(add IPC_LOCK)), never privileged and no privilege escalation, C(runAsUser) and
     C(runAsGroup) when given, the Multus network annotation and RDMA requests of the fabric, NCCL
     variables of the fabric profile (C(ib), C(roce), C(socket)), explicit timeouts, checkpoints on a
     PVC, C(torchrun --max-restarts), C(restartPolicy OnFailure), a C(backoffLimit), and the run id as a label.
   - The input is a dict of the role's variables without their C(training_job_) prefix, plus
     C(trainer_args), the trainer's arguments; the role's README lists them.
+  - C(mpijob) renders a Kubeflow MPIJob (C(kubeflow.org/v1)) for the gpuops.training.nccl_tests role
+    instead - the same pod for its workers, which wait (C(mpi_worker_command)) while a small launcher
+    without GPUs runs C(mpirun_argv) and starts the ranks in them with the Training Operator's
+    C(kubectl exec) agent; C(slotsPerWorker) is C(nproc_per_node), nothing restarts (C(restartPolicy
+    Never), no C(backoffLimit)) and the pods are kept (C(cleanPodPolicy None)) so that the launcher's
+    log can be read.
   - Fails with every problem when the settings are not valid. The same plugin file holds
     C(training_workload_problems), which returns those problems as a list of messages naming the
     role variable (empty when valid), for an C(assert) before any API call.

@@ -533,6 +533,10 @@ def config_json(config):
 def network_attachment_definition(attachment, namespace, cni_version=DEFAULT_CNI_VERSION, labels=None):
     """A NetworkAttachmentDefinition whose spec.config is the attachment's CNI JSON."""
     config = cni_config(attachment, cni_version)
+    if labels is not None and not isinstance(labels, dict):
+        raise NetworkError(
+            "labels must be a mapping of label names to values, got %s" % type(labels).__name__
+        )
     metadata = {
         "name": attachment["name"],
         "namespace": attachment.get("namespace") or namespace,
@@ -864,7 +868,7 @@ def networks_problems(settings):
 
     def unique(kind, namespace, item, where):
         if isinstance(item, dict) and isinstance(item.get("name"), str):
-            key = (kind, namespace, item["name"])
+            key = (kind, namespace if isinstance(namespace, str) else repr(namespace), item["name"])
             if key in seen:
                 problems.append(
                     "%s: name %r is also used by %s" % (_label(where, item), item["name"], seen[key])

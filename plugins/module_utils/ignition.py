@@ -121,6 +121,10 @@ def ignition_config(files, version=DEFAULT_IGNITION_VERSION):
 
 def machineconfig(name, pool, files, version=DEFAULT_IGNITION_VERSION, labels=None):
     """A MachineConfig for ``pool`` (its role label) that ships ``files`` through Ignition."""
+    if labels is not None and not isinstance(labels, dict):
+        raise IgnitionError(
+            "labels must be a mapping of label names to values, got %s" % type(labels).__name__
+        )
     metadata_labels = {ROLE_LABEL: pool}
     metadata_labels.update(labels or {})
     document = {
@@ -255,6 +259,8 @@ def machineconfig_problems(document):
     if not isinstance(document, dict):
         return ["MachineConfig must be a dict"]
     metadata = document.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        return ["MachineConfig: metadata must be a dict, got %s" % type(metadata).__name__]
     name = metadata.get("name")
     label = "MachineConfig %s" % name
     problems = []
@@ -264,10 +270,13 @@ def machineconfig_problems(document):
         problems.append(
             "%s: metadata.name %r must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')" % (label, name)
         )
-    role = (metadata.get("labels") or {}).get(ROLE_LABEL)
+    labels = metadata.get("labels") or {}
+    role = labels.get(ROLE_LABEL) if isinstance(labels, dict) else None
     if not isinstance(role, str) or not role:
         problems.append("%s: metadata.labels[%s] must name the pool's role" % (label, ROLE_LABEL))
     spec = document.get("spec") or {}
+    if not isinstance(spec, dict):
+        spec = {"config": spec}
     problems.extend("%s: %s" % (label, problem) for problem in ignition_problems(spec.get("config")))
     return problems
 

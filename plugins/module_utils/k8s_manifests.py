@@ -42,11 +42,31 @@ APPLY_ORDER = (
 LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
+class ManifestError(ValueError):
+    """An argument that is not what the helpers take; the message names it."""
+
+
+def _metadata_of(document):
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _string_list(value, what):
+    """``value`` as a list of strings (None is empty); ManifestError naming ``what`` otherwise."""
+    if value is None:
+        return []
+    if isinstance(value, (str, dict)) or not isinstance(value, (list, tuple, set)):
+        raise ManifestError("%s must be a list of strings, got %s" % (what, _kind_of_value(value)))
+    if not all(isinstance(item, str) for item in value):
+        raise ManifestError("%s must be a list of strings, got %r" % (what, list(value)))
+    return list(value)
+
+
 def object_ref(document):
     """``Kind namespace/name`` or ``Kind name``."""
     if not isinstance(document, dict):
         return "(not an object)"
-    metadata = document.get("metadata") or {}
+    metadata = _metadata_of(document)
     name = metadata.get("name") or "(no name)"
     if metadata.get("namespace"):
         name = "%s/%s" % (metadata["namespace"], name)
@@ -55,12 +75,23 @@ def object_ref(document):
 
 def objects(documents):
     """The objects of a parsed multi-document YAML: empty documents dropped, Lists unpacked."""
+    if documents is not None and (
+        isinstance(documents, (str, dict)) or not isinstance(documents, (list, tuple))
+    ):
+        raise ManifestError(
+            "documents must be a list of Kubernetes objects, got %s" % _kind_of_value(documents)
+        )
     found = []
     for document in documents or []:
         if document is None:
             continue
         if isinstance(document, dict) and document.get("kind") == "List" and "items" in document:
-            found.extend(document.get("items") or [])
+            items = document.get("items") or []
+            if not isinstance(items, list):
+                raise ManifestError(
+                    "documents: a List's items must be a list, got %s" % _kind_of_value(items)
+                )
+            found.extend(items)
         else:
             found.append(document)
     return found
@@ -84,7 +115,11 @@ def manifest_problems(documents, required=(), what="the manifests"):
     ``required`` names objects that must be among them, as ``Kind/name``.
     """
     problems = []
-    items = objects(documents)
+    try:
+        items = objects(documents)
+        required = _string_list(required, "required")
+    except ManifestError as error:
+        return ["%s: %s" % (what, error)]
     if not items:
         return ["%s hold no Kubernetes objects" % what]
     seen = {}
@@ -100,6 +135,11 @@ def manifest_problems(documents, required=(), what="the manifests"):
         if missing:
             problems.append("%s (%s) lacks %s" % (where, object_ref(document), ", ".join(missing)))
             continue
+        if not isinstance(metadata.get("namespace", ""), str):
+            problems.append(
+                "%s (%s) has a metadata.namespace that is not a string" % (where, object_ref(document))
+            )
+            continue
         if document["kind"] == "Deployment" and not metadata.get("namespace"):
             problems.append("%s (%s) has no metadata.namespace" % (where, object_ref(document)))
         group = document["apiVersion"].rpartition("/")[0]
@@ -109,7 +149,7 @@ def manifest_problems(documents, required=(), what="the manifests"):
         else:
             seen[key] = index
     present = {
-        "%s/%s" % (document.get("kind"), (document.get("metadata") or {}).get("name"))
+        "%s/%s" % (document.get("kind"), _metadata_of(document).get("name"))
         for document in items
         if isinstance(document, dict)
     }
@@ -143,6 +183,10 @@ def with_labels(documents, labels):
     a ``before-first-apply`` manager), so a second run would report a change. A label the
     role owns on every object keeps re-runs quiet.
     """
+    if labels is not None and not isinstance(labels, dict):
+        raise ManifestError(
+            "labels must be a mapping of label names to values, got %s" % _kind_of_value(labels)
+        )
     labelled = []
     for document in objects(documents):
         if isinstance(document, dict) and isinstance(document.get("metadata"), dict) and labels:
@@ -157,7 +201,7 @@ def with_labels(documents, labels):
 
 def _stub(document):
     """What a deletion needs of an object: apiVersion, kind, name and namespace."""
-    metadata = document.get("metadata") or {}
+    metadata = _metadata_of(document)
     stub = {"name": metadata.get("name")}
     if metadata.get("namespace"):
         stub["namespace"] = metadata["namespace"]
@@ -167,11 +211,14 @@ def _stub(document):
 def delete_order(documents, keep_kinds=()):
     """Objects (apiVersion, kind, name, namespace) in the reverse of the apply order,
     without the kinds to keep."""
-    return [
-        _stub(document)
-        for document in reversed(apply_order(documents))
-        if document.get("kind") not in keep_kinds
-    ]
+    keep_kinds = _string_list(keep_kinds, "keep_kinds")
+    items = apply_order(documents)
+    for index, document in enumerate(items):
+        if not isinstance(document, dict):
+            raise ManifestError(
+                "documents: object %d is not a mapping but %s" % (index + 1, _kind_of_value(document))
+            )
+    return [_stub(document) for document in reversed(items) if document.get("kind") not in keep_kinds]
 
 
 def by_kind(documents, kind):
@@ -186,7 +233,7 @@ def names(documents, kind):
     """Names of the objects of one kind; ``namespace/name`` for namespaced ones."""
     found = []
     for document in by_kind(documents, kind):
-        metadata = document.get("metadata") or {}
+        metadata = _metadata_of(document)
         name = metadata.get("name")
         found.append("%s/%s" % (metadata["namespace"], name) if metadata.get("namespace") else name)
     return found
@@ -196,11 +243,12 @@ def split_by_namespaces(documents, existing_namespaces):
     """``(ready, deferred)``: objects that can be dry-run now, and those in a namespace that
     does not exist yet (a server-side dry run of them fails with NotFound until the
     namespace is really created). Cluster-scoped objects are always ready."""
-    existing = set(existing_namespaces or [])
+    existing = set(_string_list(existing_namespaces, "existing_namespaces"))
     ready, deferred = [], []
     for document in objects(documents):
-        namespace = (document.get("metadata") or {}).get("namespace")
-        (deferred if namespace and namespace not in existing else ready).append(document)
+        namespace = _metadata_of(document).get("namespace")
+        waits = namespace and (not isinstance(namespace, str) or namespace not in existing)
+        (deferred if waits else ready).append(document)
     return ready, deferred
 
 
@@ -216,23 +264,27 @@ def api_error_message(text):
         try:
             body = ast.literal_eval(text[start:])
             status = json.loads(body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if isinstance(status, dict) and status.get("message"):
-            return status["message"]
+            return str(status["message"])
     start = text.find("{")
     if start >= 0:
         try:
             status = json.loads(text[start:])
-        except ValueError:
+        except (ValueError, RecursionError):
             return text
         if isinstance(status, dict) and status.get("message"):
-            return status["message"]
+            return str(status["message"])
     return text
 
 
 def _paired(documents, results):
     """(object, result) pairs, as far as both go."""
+    if results is not None and (isinstance(results, (str, dict)) or not isinstance(results, (list, tuple))):
+        raise ManifestError(
+            "results must be a list of kubernetes.core.k8s results, got %s" % _kind_of_value(results)
+        )
     items, results = objects(documents), list(results or [])
     return [(items[index], results[index]) for index in range(min(len(items), len(results)))]
 

@@ -277,7 +277,8 @@ def _pod_log_source(index, pod_log):
             "pod_logs[%d]: expected a k8s_log result (a dict with 'log' or 'log_lines') "
             "or a string, got %s" % (index, type(pod_log).__name__)
         )
-    name = pod_log.get("name") or pod_log.get("pod") or "pod_logs[%d]" % index
+    name = pod_log.get("name") or pod_log.get("pod")
+    name = name if isinstance(name, str) else "pod_logs[%d]" % index
     if isinstance(pod_log.get("log"), str):
         return LogSource(name, text=pod_log["log"])
     if isinstance(pod_log.get("log_lines"), list):

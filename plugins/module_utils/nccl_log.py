@@ -51,6 +51,9 @@ _OTHER_NEEDLES = (b"Rank", b"CUDA out of memory")
 _INTERESTING_FIRST_CHARS = frozenset("NncCRUBGS0123456789\x1b")
 # Distinct INFO bodies remembered so that repeats are skipped.
 MAX_SEEN = 65536
+# Ranks listed in missing_ranks: a communicator size read from a log (or expected) can be
+# any number, and a list of every rank below it could exhaust memory.
+MAX_RANKS_LISTED = 65536
 # The fast scan (see NcclLogParser._scan_block) learns channel paths and INFO bodies that
 # add nothing when seen again, and skips them inside its regular expression. Python's re
 # compiles about 1 ms per kilobyte of pattern (far more for words sharing no prefix):
@@ -987,7 +990,7 @@ class NcclLogParser:
             "communicators": listed,
             "communicator_count": len(comms),
             "init_complete_ranks": init_complete_ranks,
-            "missing_ranks": sorted(set(range(nranks or 0)) - set(init_complete_ranks)),
+            "missing_ranks": missing_ranks(nranks, init_complete_ranks),
             "transport": transport,
             "networks": sorted(self.networks),
             "net_paths": sorted(self.net_paths),
@@ -1157,12 +1160,13 @@ def check_expectations(result, expect):
                 "launcher started and that every rank's log was collected)" % (nranks, result["nranks"])
             )
         if result.get("nranks_source") != "nccl-tests":
-            missing = sorted(set(range(nranks)) - set(result["init_complete_ranks"]))
+            present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
+            missing = missing_ranks(nranks, present)
             if missing:
                 failures.append(
                     "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, ranks %s did not "
                     "(read those ranks' logs: they hung or failed during NCCL init)"
-                    % (nranks - 1, _ranks_text(missing))
+                    % (nranks - 1, _ranks_text(missing, nranks - len(present)))
                 )
     transport = expect.get("transport")
     if transport and result["transport"] != transport:
@@ -1188,10 +1192,24 @@ def check_expectations(result, expect):
     return failures
 
 
-def _ranks_text(ranks):
-    if len(ranks) > 20:
-        return "%s ... (%d ranks)" % (", ".join(str(rank) for rank in ranks[:20]), len(ranks))
+def _ranks_text(ranks, total=None):
+    total = len(ranks) if total is None else total
+    if total > 20:
+        return "%s ... (%d ranks)" % (", ".join(str(rank) for rank in ranks[:20]), total)
     return ", ".join(str(rank) for rank in ranks)
+
+
+def missing_ranks(nranks, present, limit=MAX_RANKS_LISTED):
+    """The ranks below ``nranks`` not in ``present``, in order, at most ``limit`` of them;
+    never a list (or a set) as long as ``nranks``, whatever a log says it is."""
+    present = set(present)
+    missing = []
+    for rank in range(nranks or 0):
+        if rank not in present:
+            missing.append(rank)
+            if len(missing) >= limit:
+                break
+    return missing
 
 
 def parse_nccl_logs(sources):

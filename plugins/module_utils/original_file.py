@@ -41,6 +41,8 @@ def _regular_or_missing(path, what):
         return None
     except OSError as error:
         raise OriginalFileError("%s: cannot read %s: %s" % (what, path, error.strerror)) from error
+    except ValueError as error:  # os.lstat refuses a NUL byte in the name
+        raise OriginalFileError("%s: %r is not a file name, it holds a NUL byte" % (what, path)) from error
     if not stat.S_ISREG(info.st_mode):
         raise OriginalFileError(
             "%s: %s is not a regular file (a directory, link or device is there); move it away "
@@ -57,7 +59,7 @@ def written_by_us(path, marker):
 def plan_save(path, marker, suffix):
     """SAVE when ``path`` holds a file that is not ours and no copy is kept yet, else NOTHING."""
     current = _regular_or_missing(path, "path")
-    copy = _regular_or_missing(copy_path(path, suffix), "the kept original")
+    copy = _regular_or_missing(copy_path(path, suffix), "the kept original (path + suffix)")
     if current is None or copy is not None or written_by_us(path, marker):
         return NOTHING
     return SAVE
@@ -71,7 +73,7 @@ def plan_restore(path, marker, suffix):
     earlier run, stays.
     """
     current = _regular_or_missing(path, "path")
-    if _regular_or_missing(copy_path(path, suffix), "the kept original") is not None:
+    if _regular_or_missing(copy_path(path, suffix), "the kept original (path + suffix)") is not None:
         return RESTORE
     if current is not None and written_by_us(path, marker):
         return REMOVE

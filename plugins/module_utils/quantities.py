@@ -41,10 +41,11 @@ def parse_quantity(value, what="quantity"):
     """Return the quantity as an exact Decimal in base units (bytes, cores)."""
     if isinstance(value, bool):
         raise QuantityError("%s must be a quantity such as '64Gi' or 2, got a boolean" % what)
-    if isinstance(value, (int, Decimal)):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(repr(value))
+    if isinstance(value, (int, Decimal, float)):
+        number = Decimal(value) if isinstance(value, (int, Decimal)) else Decimal(repr(value))
+        if not number.is_finite():
+            raise QuantityError("%s must be a finite quantity, got %r" % (what, value))
+        return number
     if not isinstance(value, str):
         raise QuantityError("%s must be a quantity such as '64Gi', got %s" % (what, type(value).__name__))
     match = _QUANTITY_RE.match(value.strip())
@@ -57,11 +58,14 @@ def parse_quantity(value, what="quantity"):
         number = Decimal(match.group("number"))
     except InvalidOperation as error:
         raise QuantityError("%s %r is not a number" % (what, value)) from error
-    if match.group("binary"):
-        return number * BINARY_SUFFIXES[match.group("binary")]
-    if match.group("exponent"):
-        return number * Decimal(10) ** int(match.group("exponent")[1:])
-    return number * DECIMAL_SUFFIXES[match.group("decimal") or ""]
+    try:
+        if match.group("binary"):
+            return number * BINARY_SUFFIXES[match.group("binary")]
+        if match.group("exponent"):
+            return number * Decimal(10) ** int(match.group("exponent")[1:])
+        return number * DECIMAL_SUFFIXES[match.group("decimal") or ""]
+    except ArithmeticError as error:  # an exponent beyond what Decimal holds
+        raise QuantityError("%s %r is out of range" % (what, value)) from error
 
 
 def format_bytes(value, granularity="Mi"):

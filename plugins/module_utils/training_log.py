@@ -11,6 +11,7 @@ lines each rank printed, and torchrun's report of which rank failed first.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -190,7 +191,8 @@ class TrainingLogParser:
             if isinstance(record.get("epoch"), int):
                 state.epochs[record["epoch"]] = record
         elif event == "checkpoint":
-            key = (record.get("epoch"), record.get("step"), record.get("path"))
+            # repr: a field of a broken line may be a list or a dict, which cannot be hashed.
+            key = repr((record.get("epoch"), record.get("step"), record.get("path")))
             if key not in self._seen_checkpoints:
                 self._seen_checkpoints.add(key)
                 self.checkpoints.append(_pick(record, "rank", "epoch", "step", "path", "time"))
@@ -385,10 +387,17 @@ def check_expectations(result, expect):
     world_size = expect.get("world_size")
     ranks = {summary["rank"]: summary for summary in result["ranks"]}
     if world_size is not None:
-        missing = [rank for rank in range(world_size) if rank not in ranks]
+        # The first ranks that are missing: world_size can be any number the caller gives.
+        missing = list(itertools.islice((rank for rank in range(world_size) if rank not in ranks), 20))
         if missing:
+            total = world_size - len([rank for rank in ranks if 0 <= rank < world_size])
             failures.append(
-                "ranks %s never reported metrics (expected %d ranks)" % (_ranks_text(missing), world_size)
+                "ranks %s%s never reported metrics (expected %d ranks)"
+                % (
+                    _ranks_text(missing),
+                    " ... (%d ranks)" % total if total > len(missing) else "",
+                    world_size,
+                )
             )
         if result["world_size"] is not None and result["world_size"] != world_size:
             failures.append("the run had world size %s, expected %d" % (result["world_size"], world_size))

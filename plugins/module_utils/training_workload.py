@@ -9,8 +9,8 @@ the same settings, here and nowhere else:
 - Guaranteed QoS: requests equal limits for cpu, memory, the GPUs and the RDMA devices;
 - ``/dev/shm`` as a memory-backed ``emptyDir`` sized by :func:`sizing.shm_size` from the
   DataLoader workers, the batch size and the ranks in the pod;
-- ``IPC_LOCK`` as the only added capability, never privileged, no privilege escalation, no
-  host network, ``runAsUser``/``runAsGroup`` when given;
+- ``IPC_LOCK`` as the only capability (all others dropped), never privileged, no privilege
+  escalation, no host network, ``runAsUser``/``runAsGroup`` when given;
 - the Multus network annotation and the RDMA device requests of the fabric;
 - NCCL variables from a fabric profile (``ib``, ``roce``, ``socket``), explicit timeouts;
 - checkpoints on a PVC, ``torchrun --max-restarts``, ``restartPolicy: OnFailure`` and a
@@ -20,9 +20,11 @@ the same settings, here and nowhere else:
 
 Then one function per kind wraps that pod: :func:`indexed_job` (a headless Service and a
 batch/v1 Job with ``completionMode: Indexed``), :func:`pytorchjob` (Kubeflow PyTorchJob),
-:func:`trainjob` (Kubeflow Trainer v2 TrainJob, with the TrainingRuntime it references) and
-:func:`runai_argv` (``runai training pytorch submit``). :func:`problems` checks the settings
-first and names the role variable of each problem.
+:func:`trainjob` (Kubeflow Trainer v2 TrainJob, with the TrainingRuntime it references),
+:func:`runai_argv` (``runai training pytorch submit``) and, for nccl-tests rather than the
+trainer, :func:`mpijob` (Kubeflow MPIJob: the same pod as workers, a small launcher running
+``mpirun``). :func:`problems` checks the settings first and names the role variable of each
+problem.
 
 The settings are the role's variables without their ``training_job_`` prefix; keys left out
 take the values in :data:`DEFAULTS`. Pure functions: the filter plugin calls them, the unit
@@ -66,8 +68,10 @@ CONTAINER_NAMES = {
     "runai": "trainer",
     "mpijob": "mpi-worker",
 }
-# An MPIJob's workers wait for the launcher's mpirun (over ssh) with the image's sshd.
-MPI_WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
+# The Training Operator v1 starts an MPIJob's ranks with ``kubectl exec`` into the workers
+# (its kubexec.sh is mpirun's rsh agent), so the workers only wait, as the operator's own
+# default does: no sshd and no keys in the image.
+MPI_WORKER_COMMAND = ["sleep", "365d"]
 # The launcher only runs mpirun: a small Guaranteed pod without GPUs.
 MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "1Gi"}
 PYTORCHJOB_PORT_NAME = "pytorchjob-port"
@@ -166,6 +170,11 @@ class WorkloadError(ValueError):
 
 def settings_with_defaults(settings):
     """The settings with every key left out (or None where None means unset) filled in."""
+    if settings is not None and not isinstance(settings, dict):
+        raise WorkloadError(
+            "the settings must be a mapping of training_job_* variables (without the prefix), got %s"
+            % type(settings).__name__
+        )
     merged = dict(DEFAULTS)
     for key, value in (settings or {}).items():
         merged[key] = value
@@ -354,7 +363,10 @@ def _fqdn(settings, name, index):
 
 def problems(settings):
     """Every problem with the settings, each naming its role variable; empty when valid."""
-    s = settings_with_defaults(settings)
+    try:
+        s = settings_with_defaults(settings)
+    except WorkloadError as error:
+        return [str(error)]
     found = []
     launcher = s.get("launcher")
     if launcher not in LAUNCHERS:
@@ -721,11 +733,12 @@ def volume_mounts(settings):
 
 
 def container_security_context():
-    """IPC_LOCK (RDMA memory registration) and nothing else; never privileged."""
+    """IPC_LOCK (RDMA memory registration) and nothing else: every other capability the
+    runtime grants by default is dropped; never privileged."""
     return {
         "allowPrivilegeEscalation": False,
         "privileged": False,
-        "capabilities": {"add": ["IPC_LOCK"]},
+        "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
     }
 
 
@@ -1049,11 +1062,17 @@ def mpijob(settings):
     running ``mpirun_argv`` over nnodes workers with ``nproc_per_node`` slots each.
 
     The workers get the pod every launcher renders (Guaranteed QoS, /dev/shm, IPC_LOCK only,
-    the network, RDMA and the fabric's NCCL variables); the launcher is a small Guaranteed pod
-    without GPUs, with the same NCCL variables (mpirun passes them on with -x).
+    the network, RDMA and the fabric's NCCL variables) and wait (``mpi_worker_command``); the
+    operator's hostfile and ``kubectl exec`` agent let mpirun start the ranks in them, in the
+    container ``mainContainer`` names. The launcher is a small Guaranteed pod without GPUs,
+    with the same NCCL variables (mpirun passes them on with -x), and the service account the
+    operator creates for it (the right to exec into the workers). Nothing restarts: a
+    benchmark run again in place would replace the log that is read afterwards, and a failed
+    launcher's pod (and log) stays until the MPIJob is deleted.
     """
     s = _checked(settings)
-    worker = pod_template(s, list(s.get("mpi_worker_command", MPI_WORKER_COMMAND)), CONTAINER_NAMES["mpijob"])
+    worker_name = CONTAINER_NAMES["mpijob"]
+    worker = pod_template(s, list(s.get("mpi_worker_command", MPI_WORKER_COMMAND)), worker_name)
     launcher = pod_template(s, list(s["mpirun_argv"]), "mpi-launcher")
     launcher_container = launcher["spec"]["containers"][0]
     launcher_container["resources"] = {
@@ -1062,6 +1081,9 @@ def mpijob(settings):
     }
     launcher_container.pop("ports", None)
     worker["spec"]["containers"][0].pop("ports", None)
+    # The operator's <name>-launcher service account may exec into the workers; another one
+    # could not.
+    launcher["spec"].pop("serviceAccountName", None)
     # The launcher needs neither the secondary network nor the checkpoint volume.
     launcher["metadata"].get("annotations", {}).pop(NETWORKS_ANNOTATION, None)
     launcher["spec"]["volumes"] = [
@@ -1070,17 +1092,24 @@ def mpijob(settings):
     launcher_container["volumeMounts"] = [
         mount for mount in launcher_container["volumeMounts"] if mount["name"] == "dshm"
     ]
+    # The operator sets each pod's restartPolicy from its replica's (Never below) and warns
+    # about one in the template.
+    for template in (launcher, worker):
+        template["spec"].pop("restartPolicy", None)
     spec = {
         "slotsPerWorker": _int(s["nproc_per_node"]),
+        "mainContainer": worker_name,
+        # No backoffLimit: nothing restarts, and the operator deletes every pod, the failed
+        # launcher and its log included, when a job reaches its backoff limit (it keeps them
+        # when the launcher's failure alone ends the job, with cleanPodPolicy None).
         "runPolicy": {
-            "backoffLimit": _int(s["backoff_limit"]),
             "activeDeadlineSeconds": _deadline(s),
             # The launcher's log is read after the end: keep the pods.
             "cleanPodPolicy": "None",
         },
         "mpiReplicaSpecs": {
-            "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher},
-            "Worker": {"replicas": _int(s["nnodes"]), "restartPolicy": "OnFailure", "template": worker},
+            "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+            "Worker": {"replicas": _int(s["nnodes"]), "restartPolicy": "Never", "template": worker},
         },
     }
     return [{"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": _metadata(s), "spec": spec}]

@@ -132,9 +132,15 @@ elapsed:
 import time
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    config_error_message,
+    connection_error_message,
+    too_long,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.mcp import pool_rollout, timeout_message
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
 try:
     from kubernetes import client, config
@@ -165,7 +171,7 @@ def read_pool(custom_objects, name):
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec={
             "pools": {"type": "list", "elements": "str", "required": True},
             "machine_configs": {"type": "list", "elements": "str", "default": []},
@@ -186,6 +192,8 @@ def main():
         module.fail_json(msg="pools must name at least one MachineConfigPool")
     if params["timeout"] < 0 or params["poll_interval"] < 1:
         module.fail_json(msg="timeout must be 0 or more and poll_interval at least 1 second")
+    if too_long(params, ("timeout", "poll_interval")):
+        module.fail_json(msg=too_long(params, ("timeout", "poll_interval")))
 
     expected_by_pool = {}
     for pool_name, names in params["pool_machine_configs"].items():
@@ -194,9 +202,10 @@ def main():
         expected_by_pool[pool_name] = [str(name) for name in names]
 
     try:
-        custom_objects = client.CustomObjectsApi(api_client(params["kubeconfig"], params["context"]))
+        api = api_client(params["kubeconfig"], params["context"])
+        custom_objects = client.CustomObjectsApi(api)
     except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg="cannot configure the Kubernetes client: %s" % error)
+        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
 
     started = time.monotonic()
     deadline = started + params["timeout"]
@@ -210,6 +219,13 @@ def main():
                     module.fail_json(msg="MachineConfigPool %s not found" % name, pools=verdicts)
                 module.fail_json(
                     msg="cannot read MachineConfigPool %s: %s %s" % (name, error.status, error.reason),
+                    pools=verdicts,
+                )
+            except Exception as error:  # no answer (connection refused, TLS, DNS) or a refused value
+                module.fail_json(
+                    msg=connection_error_message(
+                        error, api, params["kubeconfig"], "MachineConfigPool %s" % name
+                    ),
                     pools=verdicts,
                 )
             verdicts.append(

@@ -158,7 +158,7 @@ init_complete_ranks:
   type: list
   elements: int
 missing_ranks:
-  description: Ranks below RV(nranks) that did not reach C(Init COMPLETE).
+  description: Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536).
   returned: always
   type: list
   elements: int
@@ -256,13 +256,13 @@ parse_warnings:
   type: list
   elements: str
 """
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
     SOURCE_ARGUMENT_SPEC,
     LogSourceError,
     sources_from_params,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     check_expectations,
     parse_nccl_logs,
@@ -284,7 +284,7 @@ def main():
             },
         },
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
     expect = {key: value for key, value in (module.params["expect"] or {}).items() if value is not None}
     try:
         result = parse_nccl_logs(sources_from_params(module.params))

@@ -203,13 +203,13 @@ parse_warnings:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
     SOURCE_ARGUMENT_SPEC,
     LogSourceError,
     sources_from_params,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import (
     LARGE_MESSAGE_BYTES,
     check_expectations,
@@ -242,7 +242,7 @@ def main():
             },
         },
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
     line_rate = module.params["line_rate"] or {}
     capacity = link_capacity_gbyte_s(**line_rate)
     try:

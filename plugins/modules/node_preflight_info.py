@@ -152,9 +152,9 @@ nccl_conf:
 
 import glob
 import os
+import re
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.preflight import (
     PreflightError,
     evaluate,
@@ -175,6 +175,8 @@ SHM_PATH = "/dev/shm"
 NCCL_CONF = "/etc/nccl.conf"
 NVIDIA_DRIVER_VERSION = "/proc/driver/nvidia/version"
 NVIDIA_SMI_QUERY = "index,name,uuid,memory.total,driver_version,pci.bus_id"
+# A login name su takes as one (no option, no whitespace or NUL): what useradd accepts.
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,255}[$]?$")
 
 
 def read_text(path):
@@ -272,7 +274,7 @@ def shm_facts():
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec={
             "runtimes": {"type": "list", "elements": "str", "default": ["crio", "containerd"]},
             "login_user": {"type": "str", "default": ""},
@@ -285,6 +287,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    if params["login_user"] and not USER_NAME.match(params["login_user"]):
+        module.fail_json(msg="login_user: %r is not a user name" % params["login_user"])
     try:
         parse_threshold_kib(params["min_memlock_kib"])
     except PreflightError as error:

@@ -144,8 +144,14 @@ elapsed:
 import time
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    config_error_message,
+    connection_error_message,
+    too_long,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.operator_status import (
     clusterpolicy_ready,
     crd_established,
@@ -261,7 +267,7 @@ def judge(api, crds, deployments, cluster_policies, subscriptions=()):
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec={
             "crds": {"type": "list", "elements": "str", "default": []},
             "deployments": {"type": "list", "elements": "str", "default": []},
@@ -281,6 +287,8 @@ def main():
         module.fail_json(msg="name at least one of crds, deployments, subscriptions or cluster_policies")
     if params["timeout"] < 0 or params["poll_interval"] < 1:
         module.fail_json(msg="timeout must be 0 or more and poll_interval at least 1 second")
+    if too_long(params, ("timeout", "poll_interval")):
+        module.fail_json(msg=too_long(params, ("timeout", "poll_interval")))
     namespaced = {}
     for option in ("deployments", "subscriptions"):
         namespaced[option] = []
@@ -293,7 +301,7 @@ def main():
     try:
         api = api_client(params["kubeconfig"], params["context"])
     except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg="cannot configure the Kubernetes client: %s" % error)
+        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
 
     started = time.monotonic()
     deadline = started + params["timeout"]
@@ -308,6 +316,10 @@ def main():
             )
         except ReadError as error:
             module.fail_json(msg="cannot read the objects to wait for: %s" % error)
+        except Exception as error:  # no answer (connection refused, TLS, DNS) or a refused value
+            module.fail_json(
+                msg=connection_error_message(error, api, params["kubeconfig"], "the objects to wait for")
+            )
         elapsed = round(time.monotonic() - started, 1)
         if all(verdict["done"] for verdict in verdicts):
             module.exit_json(changed=False, resources=verdicts, elapsed=elapsed)

@@ -79,13 +79,13 @@ copy:
   sample: /etc/crio/crio.conf.d/99-ulimits.conf.gpuops-original
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.training.plugins.module_utils import original_file
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec=dict(
             path=dict(type="path", required=True),
             state=dict(type="str", choices=["saved", "restored"], default="saved"),
@@ -95,7 +95,7 @@ def main():
         supports_check_mode=True,
     )
     path, suffix = module.params["path"], module.params["suffix"]
-    if not suffix or "/" in suffix or suffix.endswith(".conf"):
+    if not suffix or "/" in suffix or "\x00" in suffix or suffix.endswith(".conf"):
         module.fail_json(msg="suffix: expected a non-empty file name suffix without '/' and not ending in .conf, "
                              "got %r" % suffix)  # fmt: skip
     if not module.params["marker"]:

@@ -84,9 +84,10 @@ import os
 import tempfile
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils import report_plots
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.report_document import (
     LOSS_PLOT,
     THROUGHPUT_PLOT,
@@ -149,7 +150,7 @@ def _write_atomically(path, content):
 
 
 def main():
-    module = AnsibleModule(
+    module = build_module(
         argument_spec=dict(
             summary=dict(type="dict", required=True),
             dest=dict(type="path", required=True),
@@ -160,7 +161,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    summary, dest = module.params["summary"], os.path.abspath(module.params["dest"])
+    summary = module.params["summary"]
+    if not module.params["dest"] or "\x00" in module.params["dest"]:
+        module.fail_json(msg="dest: expected the path of a directory, got %r" % module.params["dest"])
+    dest = os.path.abspath(module.params["dest"])
     if summary.get("schema") != SCHEMA:
         module.fail_json(msg="summary: expected a run summary with schema %s (the run_summary filter's output), "
                              "got schema %r" % (SCHEMA, summary.get("schema")))  # fmt: skip
@@ -169,11 +173,19 @@ def main():
     if os.path.exists(dest) and not os.path.isdir(dest):
         module.fail_json(msg="dest: %s exists and is not a directory" % dest)
 
-    files = build_files(summary, dest, module.params["formats"], module.params["plots"])
+    try:
+        files = build_files(summary, dest, module.params["formats"], module.params["plots"])
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # A field of another type than the run_summary filter writes.
+        module.fail_json(msg="summary: a field is not what the run_summary filter writes (%s: %s)"
+                             % (type(exc).__name__, exc))  # fmt: skip
     paths = {name: os.path.join(dest, name) for name in files}
-    changed_files = sorted(
-        paths[name] for name, (_kind, content) in files.items() if _differs(paths[name], content)
-    )
+    try:
+        changed_files = sorted(
+            paths[name] for name, (_kind, content) in files.items() if _differs(paths[name], content)
+        )
+    except OSError as exc:
+        module.fail_json(msg="dest: cannot read the report in %s: %s" % (dest, exc))
     if changed_files and not module.check_mode:
         try:
             os.makedirs(dest, exist_ok=True)

@@ -185,17 +185,20 @@ parse_warnings:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
     SOURCE_ARGUMENT_SPEC,
     LogSourceError,
     sources_from_params,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
     check_expectations,
     parse_training_logs,
 )
+
+# Lines kept per rank to show with a failure: far more than a message can show.
+MAX_TAIL_LINES = 100000
 
 
 def main():
@@ -214,10 +217,12 @@ def main():
         },
         tail_lines={"type": "int", "default": 20},
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
     expect = {key: value for key, value in module.params["expect"].items() if value is not None}
-    if module.params["tail_lines"] < 0:
-        module.fail_json(msg="tail_lines must be 0 or more, got %d" % module.params["tail_lines"])
+    if not 0 <= module.params["tail_lines"] <= MAX_TAIL_LINES:
+        module.fail_json(
+            msg="tail_lines must be between 0 and %d, got %d" % (MAX_TAIL_LINES, module.params["tail_lines"])
+        )
     try:
         sources = sources_from_params(module.params)
         result = parse_training_logs(sources, tail_lines=module.params["tail_lines"])

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from figures import TALLY  # noqa: E402
 from playbook_runner import REPO_ROOT, ansible_playbook  # noqa: E402
 
 
@@ -27,3 +28,17 @@ def run_playbook():
         return ansible_playbook(*args, collections_path=collections, timeout=timeout)
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The security figures: playbook runs searched for the test secrets, and leaks found."""
+    if TALLY["playbook runs searched for secrets"]:
+        terminalreporter.write_sep("-", "secret figures")
+        terminalreporter.write_line(
+            "playbook runs at -vvv searched: %d, secret searches: %d, secrets leaked: %d"
+            % (
+                TALLY["playbook runs searched for secrets"],
+                TALLY["secret searches"],
+                TALLY["secrets leaked"],
+            )
+        )

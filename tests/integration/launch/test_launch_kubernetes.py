@@ -120,7 +120,7 @@ def assert_pod_practices(pod, container_name):
     mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
     assert mounts["/dev/shm"] == "dshm" and mounts["/checkpoints"] == "checkpoints"
     security = container["securityContext"]
-    assert security["capabilities"] == {"add": ["IPC_LOCK"]}
+    assert security["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
     assert spec["securityContext"]["runAsUser"] == 1000 and spec["securityContext"]["runAsGroup"] == 1000
     assert not spec.get("hostNetwork") and not spec.get("hostIPC")

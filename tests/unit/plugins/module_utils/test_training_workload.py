@@ -76,15 +76,25 @@ def test_an_mpijob_runs_mpirun_on_a_small_launcher_over_workers_with_the_same_po
     spec = job["spec"]
     assert spec["slotsPerWorker"] == 8
     assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    # mpirun reaches the workers with the operator's kubectl exec agent, into this container.
+    assert spec["mainContainer"] == "mpi-worker"
     launcher, worker = spec["mpiReplicaSpecs"]["Launcher"], spec["mpiReplicaSpecs"]["Worker"]
     assert (launcher["replicas"], worker["replicas"]) == (1, 2)
-    # The workers' pod is the one every launcher renders, with the image's sshd as command.
+    # A benchmark is never run again in place: its log would be replaced.
+    # (The operator sets the pods' restartPolicy from the replica's, and warns about a template's.)
+    for replica in (launcher, worker):
+        assert replica["restartPolicy"] == "Never" and "restartPolicy" not in replica["template"]["spec"]
+    # The workers' pod is the one every launcher renders; they wait for mpirun's exec.
     expected = every_pod(s)["indexed_job"]["spec"]["containers"][0]
     (worker_container,) = worker["template"]["spec"]["containers"]
-    assert worker_container["command"] == tw.MPI_WORKER_COMMAND
+    assert worker_container["name"] == "mpi-worker"
+    assert worker_container["command"] == tw.MPI_WORKER_COMMAND == ["sleep", "365d"]
     for key in ("resources", "securityContext", "env", "volumeMounts"):
         assert worker_container[key] == expected[key], key
     assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": tw.shm_size(s)}} in worker[
+        "template"
+    ]["spec"]["volumes"]
     # The launcher: mpirun, no GPU, Guaranteed, the NCCL variables to pass on, no network.
     (launcher_container,) = launcher["template"]["spec"]["containers"]
     assert launcher_container["command"] == MPIRUN
@@ -100,6 +110,20 @@ def test_an_mpijob_runs_mpirun_on_a_small_launcher_over_workers_with_the_same_po
     )
     result = tw.workload(s)
     assert (result["kind"], result["expected_pods"], result["command"]) == ("MPIJob", 3, MPIRUN)
+
+
+def test_an_mpijob_launcher_keeps_the_operators_service_account_and_workers_take_their_command():
+    s = settings(
+        launcher="mpijob",
+        mpirun_argv=MPIRUN,
+        service_account="gpu-runner",
+        mpi_worker_command=["sleep", "1d"],
+    )
+    replicas = tw.mpijob(s)[0]["spec"]["mpiReplicaSpecs"]
+    # Only the operator's <job>-launcher account may exec into the workers.
+    assert "serviceAccountName" not in replicas["Launcher"]["template"]["spec"]
+    assert replicas["Worker"]["template"]["spec"]["serviceAccountName"] == "gpu-runner"
+    assert replicas["Worker"]["template"]["spec"]["containers"][0]["command"] == ["sleep", "1d"]
 
 
 @pytest.mark.parametrize("key", ["mpirun_argv", "mpi_worker_command"])
@@ -119,7 +143,7 @@ def test_every_kind_renders_the_same_pod_practices():
         assert container["securityContext"] == {
             "allowPrivilegeEscalation": False,
             "privileged": False,
-            "capabilities": {"add": ["IPC_LOCK"]},
+            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
         }
         assert spec["securityContext"] == {
             "runAsUser": 2000,
