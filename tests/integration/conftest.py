@@ -35,10 +35,12 @@ def pytest_terminal_summary(terminalreporter):
     if TALLY["playbook runs searched for secrets"]:
         terminalreporter.write_sep("-", "secret figures")
         terminalreporter.write_line(
-            "playbook runs at -vvv searched: %d, secret searches: %d, secrets leaked: %d"
+            "playbook runs at -vvv searched: %d, secret searches: %d, run files readable by others "
+            "searched: %d, secrets leaked: %d"
             % (
                 TALLY["playbook runs searched for secrets"],
                 TALLY["secret searches"],
+                TALLY["shared run files searched"],
                 TALLY["secrets leaked"],
             )
         )

@@ -118,6 +118,18 @@ def assert_no_secret(run, *must_have_run):
             pytest.fail("a secret reached the output in %d lines, first: %s" % (len(lines), lines[:3]))
 
 
+def assert_no_secret_in_shared_files(root):
+    """No file under ``root`` that the group or others may read holds a secret (run.json,
+    manifests.yaml, launcher logs); and the run did write files there."""
+    files = [path for path in pathlib.Path(root).rglob("*") if path.is_file()]
+    assert files, "the run wrote nothing under %s" % root
+    readable = [path for path in files if path.stat().st_mode & 0o044]
+    TALLY["shared run files searched"] += len(readable)
+    leaked = [str(path) for path in readable for secret in SECRETS if secret.encode() in path.read_bytes()]
+    TALLY["secrets leaked"] += len(leaked)
+    assert leaked == [], "readable by others and holding a secret: %s" % leaked
+
+
 def cluster_vars(tmp_path, launcher, kubeconfig, **extra):
     settings = {
         "training_job_launcher": launcher,
@@ -163,6 +175,7 @@ def test_kubernetes_launchers_against_an_unreachable_server(
     )
     assert run.rc != 0, run
     assert_no_secret(run, "TASK [gpuops.training.training_job : Apply", "Connection refused")
+    assert_no_secret_in_shared_files(tmp_path / "runs")
 
 
 def test_runai_without_its_cli(installed, tmp_path, unreachable_kubeconfig):
@@ -189,6 +202,7 @@ def test_runai_refusing_the_submission(installed, tmp_path, unreachable_kubeconf
     )
     assert run.rc != 0, run
     assert_no_secret(run, "TASK [gpuops.training.training_job : Submit the run", "denied: not logged in")
+    assert_no_secret_in_shared_files(tmp_path / "runs")
 
 
 def local_vars(tmp_path, launcher, **extra):
@@ -227,6 +241,7 @@ def test_local_launcher(installed, tmp_path):
     # The environment file is read and removed before torchrun starts.
     assert ".rank-environment" not in (seen / "run-dir").read_text().split()
     assert not list((tmp_path / "runs").rglob(".rank-environment"))
+    assert_no_secret_in_shared_files(tmp_path / "runs")
 
 
 def test_ssh_launcher(installed, tmp_path):
@@ -354,3 +369,4 @@ def test_a_run_on_the_real_harness(installed, tmp_path, k8s_cluster):
     assert_no_secret(
         run, "TASK [gpuops.training.training_job : Apply", "Watch the workload", "Read every pod"
     )
+    assert_no_secret_in_shared_files(tmp_path / "runs")
