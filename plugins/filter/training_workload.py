@@ -22,7 +22,9 @@ description:
     the only capability (C(drop ALL), C(add IPC_LOCK)), never privileged and no privilege escalation, C(runAsUser) and
     C(runAsGroup) when given, the Multus network annotation and RDMA requests of the fabric, NCCL
     variables of the fabric profile (C(ib), C(roce), C(socket)), explicit timeouts, checkpoints on a
-    PVC, C(torchrun --max-restarts), C(restartPolicy OnFailure), a C(backoffLimit), and the run id as a label.
+    PVC, torchrun (C(python -m gpuops_trainer.launch), which exits with the failed rank's own code) with
+    C(--max-restarts), C(restartPolicy OnFailure) (for C(pytorchjob) C(pytorchjob_restart_policy) may choose
+    C(ExitCode) or C(Never)), a C(backoffLimit), and the run id as a label.
   - The input is a dict of the role's variables without their C(training_job_) prefix, plus
     C(trainer_args), the trainer's arguments; the role's README lists them.
   - C(mpijob) renders a Kubeflow MPIJob (C(kubeflow.org/v1)) for the gpuops.training.nccl_tests role

@@ -47,6 +47,10 @@ PREFIX = "training_job_"
 # Launchers of the trainer (the training_job role), and mpijob, which runs nccl-tests.
 TRAINER_LAUNCHERS = ("pytorchjob", "indexed_job", "trainjob", "runai")
 LAUNCHERS = TRAINER_LAUNCHERS + ("mpijob",)
+# ExitCode: the operator restarts a pod only for a retryable exit code (128 and above: a
+# signal, an OOM kill) and fails the job on a permanent one (1-127: the trainer's
+# configuration, data, non-finite and storage errors), which gpuops_trainer.launch reports.
+PYTORCHJOB_RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 FABRICS = ("ib", "roce", "socket")
 # What the verification expects NCCL to report for each fabric: RoCE is NCCL's IB transport.
 TRANSPORT_OF_FABRIC = {"ib": "IB", "roce": "IB", "socket": "Socket"}
@@ -130,6 +134,7 @@ DEFAULTS = {
     "sync_bn": "auto",
     "set_hostname_as_fqdn": True,
     "pytorchjob_master": False,
+    "pytorchjob_restart_policy": "OnFailure",
     "cluster_domain": "cluster.local",
     "trainjob_runtime": "",
     "trainjob_runtime_kind": "ClusterTrainingRuntime",
@@ -552,6 +557,12 @@ def problems(settings):
                     _var("namespace"), _var("k8s_name"), _var("set_hostname_as_fqdn"),
                 )
             )  # fmt: skip
+    restart_policy = s.get("pytorchjob_restart_policy")
+    if launcher == "pytorchjob" and restart_policy not in PYTORCHJOB_RESTART_POLICIES:
+        found.append(
+            "%s must be one of %s, got %r"
+            % (_var("pytorchjob_restart_policy"), ", ".join(PYTORCHJOB_RESTART_POLICIES), restart_policy)
+        )
     if launcher == "pytorchjob" and _bool(s.get("pytorchjob_master")) and elastic(s):
         found.append(
             "%s: an elastic PyTorchJob has Workers only; set %s to false"
@@ -690,7 +701,7 @@ def torchrun_argv(settings, endpoint, nnodes=None):
     return [
         str(settings.get("container_python")),
         "-m",
-        "torch.distributed.run",
+        "gpuops_trainer.launch",
         "--nnodes=%s" % nnodes,
         "--nproc-per-node=%d" % _int(settings.get("nproc_per_node")),
         "--max-restarts=%d" % _int(settings.get("max_restarts")),
@@ -917,7 +928,7 @@ def pytorchjob(settings):
         template["spec"]["containers"][0]["ports"][0]["name"] = PYTORCHJOB_PORT_NAME
         spec["pytorchReplicaSpecs"][replica_type] = {
             "replicas": count,
-            "restartPolicy": "OnFailure",
+            "restartPolicy": s["pytorchjob_restart_policy"],
             "template": template,
         }
     return [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": _metadata(s), "spec": spec}]

@@ -421,10 +421,18 @@ def test_a_sigkilled_trainer_is_128_plus_9_to_its_shell_and_reports_nothing(env,
     assert "step" in events and "run_end" not in events
 
 
-def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(env, tmp_path):
+# torchrun exits 1 for any failed worker; gpuops_trainer.launch (what the collection's
+# launchers run) exits with the worker's own status, as restart policies need.
+LAUNCHERS = {"torch.distributed.run": 1, "gpuops_trainer.launch": 128 + signal.SIGKILL}
+
+
+@pytest.mark.parametrize(("launcher", "code"), LAUNCHERS.items())
+def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(
+    env, tmp_path, launcher, code
+):
     output = tmp_path / "run"
     agent = start(
-        [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        [PYTHON, "-m", launcher, "--standalone", "--nproc_per_node=2",
          "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(output), *SMALL,
          "--epochs", "3", "--synthetic-images", "8"],
         env, tmp_path / "stderr",
@@ -437,10 +445,21 @@ def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(env, t
     finally:
         stop(agent)
     stderr = (tmp_path / "stderr").read_text()
-    assert agent.returncode == 1, stderr[-3000:]  # torchrun's own code for a failed worker
-    # Its summary names the killed worker, its status and the signal.
+    assert agent.returncode == code, stderr[-3000:]
+    # torchrun's summary names the killed worker, its status and the signal.
     assert re.search(rf"exitcode\s*: -9 \(pid: {victim}\)", stderr), stderr[-3000:]
     assert f"Signal 9 (SIGKILL) received by PID {victim}" in stderr, stderr[-3000:]
+
+
+def test_the_launcher_exits_with_the_trainers_configuration_error(env, tmp_path):
+    result = subprocess.run(
+        [PYTHON, "-m", "gpuops_trainer.launch", "--standalone", "--nproc_per_node=2",
+         "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(tmp_path / "run"),
+         *SMALL, "--batch-size", "0"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == errors.EXIT_CONFIG == 2, result.stderr[-3000:]
+    assert "gpuops-train: error: argument --batch-size" in result.stderr
 
 
 def test_the_faults_benchmark_reports_its_figures_in_its_smallest_setting(env, tmp_path):

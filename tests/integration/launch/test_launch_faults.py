@@ -165,3 +165,73 @@ def test_crash_looping_pods_end_the_run_naming_them_and_their_state(
             "CrashLoopBackOff: container pytorch: back-off 40s restarting failed container=pytorch "
             "(last exit code 1, Error)" in described
         ), (name, output)
+
+
+class ConditionWatcher(threading.Thread):
+    """Records every condition type the PyTorchJobs of a namespace show while the run goes on,
+    and the uids of their pods (a pod the operator deletes and recreates gets a new uid)."""
+
+    def __init__(self, cluster, namespace, every=0.5):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.every = cluster, namespace, every
+        self.conditions, self.pod_uids, self.errors = set(), set(), []
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            try:
+                for job in get_json(self.cluster, "pytorchjobs", "-n", self.namespace)["items"]:
+                    for condition in job.get("status", {}).get("conditions") or []:
+                        if condition.get("status") == "True":
+                            self.conditions.add(condition["type"])
+                for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
+                    self.pod_uids.add(pod["metadata"]["uid"])
+            except Exception as error:  # keep going; the test reports what went wrong
+                self.errors.append(repr(error))
+            self._halt.wait(self.every)
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=10)
+
+
+@pytest.mark.parametrize(("exit_code", "retried"), [("3", False), ("137", True)])
+def test_the_exit_code_restart_policy_retries_a_kill_and_not_a_permanent_error(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, exit_code, retried
+):
+    # The pods' command is gpuops_trainer.launch, which exits with the rank's own code: 3 is
+    # the trainer's data error (permanent), 137 a SIGKILL or an OOM kill (retryable).
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        "pytorchjob",
+        training_job_pytorchjob_restart_policy="ExitCode",
+        training_job_timeout_s=DEADLINE_S,
+        training_job_pod_annotations={
+            "gpuops.test/fail": "true",
+            "gpuops.test/exit-code": exit_code,
+            "gpuops.test/run-duration": "1s",
+        },
+    )
+    watcher = ConditionWatcher(k8s_cluster, launch_namespace)
+    watcher.start()
+    try:
+        run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
+    finally:
+        watcher.stop()
+    assert watcher.errors == []
+    assert run.rc != 0, run
+    output = failure(run.output)
+    if retried:
+        # The operator deleted the killed pods and made new ones, until the run's deadline.
+        assert "Restarting" in watcher.conditions, watcher.conditions
+        assert len(watcher.pod_uids) > 2, watcher.pod_uids
+        assert "did not finish within %d s" % DEADLINE_S in output, output
+    else:
+        # A permanent error fails the job at once, naming the code: no pod is made again.
+        assert "exited with code %s (Error)" % exit_code in output, output
+        assert "Restarting" not in watcher.conditions, watcher.conditions
+        assert "Failed" in watcher.conditions, watcher.conditions
+        assert len(watcher.pod_uids) == 2, watcher.pod_uids
+        assert "failed (PyTorchJobFailed" in output, output

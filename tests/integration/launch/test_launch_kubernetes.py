@@ -131,7 +131,7 @@ def assert_pod_practices(pod, container_name):
     assert env["NCCL_NET_GDR_LEVEL"] == "PHB" and env["NCCL_SOCKET_IFNAME"] == "net1"
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and env["NCCL_DEBUG"] == "INFO"
     command = container["command"]
-    assert command[:3] == ["python3", "-m", "torch.distributed.run"]
+    assert command[:3] == ["python3", "-m", "gpuops_trainer.launch"]
     assert "--nnodes=2" in command and "--rdzv-backend=c10d" in command
     assert any(arg.startswith("--rdzv-conf=join_timeout=") for arg in command)
     assert "--sync-bn" in command  # two nodes with GPUs

@@ -71,7 +71,7 @@ def test_without_the_cli_the_play_stops_showing_the_command(run_playbook, tmp_pa
     assert "The runai CLI (runai) is not on the PATH of localhost, so nothing was submitted" in output
     assert "or submit the run yourself with: runai training pytorch submit rn-" in output
     assert "--image registry.example/gpuops-trainer:test --workers 1" in output
-    assert "--command -- python3 -m torch.distributed.run --nnodes=2" in output
+    assert "--command -- python3 -m gpuops_trainer.launch --nnodes=2" in output
     assert not (tmp_path / "runs").exists()
 
 
@@ -105,7 +105,7 @@ def test_with_the_cli_on_the_path_the_command_runs(run_playbook, tmp_path, fake_
     assert "--large-shm" in flags and flags[-1] == "--command"
     run_dir = next(path for path in (tmp_path / "runs").iterdir() if path.is_dir())
     command = argv[separator + 1 :]
-    assert command[:4] == ["python3", "-m", "torch.distributed.run", "--nnodes=2"]
+    assert command[:4] == ["python3", "-m", "gpuops_trainer.launch", "--nnodes=2"]
     assert "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)" in command
     # The trainer's arguments come from trainer_args.j2, with the checkpoints on the PVC.
     assert "--output-dir=/checkpoints/%s" % run_dir.name in command

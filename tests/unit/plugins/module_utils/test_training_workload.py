@@ -164,7 +164,7 @@ def test_every_kind_renders_the_same_pod_practices():
         assert pod["metadata"]["labels"][tw.RUN_ID_LABEL] == RUN_ID
         assert pod["metadata"]["labels"][tw.LAUNCHER_LABEL] == launcher
         command = container["command"]
-        assert command[:3] == ["python3", "-m", "torch.distributed.run"]
+        assert command[:3] == ["python3", "-m", "gpuops_trainer.launch"]
         assert "--max-restarts=0" in command and "--rdzv-backend=c10d" in command
         assert "--rdzv-conf=join_timeout=900,read_timeout=900" in command
         assert command[-3:] == ["--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26", "--sync-bn"]
@@ -238,6 +238,20 @@ def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
     assert pod["subdomain"] == name and pod["setHostnameAsFQDN"] is True
     assert "--rdzv-endpoint=%s-0.%s:29400" % (name, name) in pod["containers"][0]["command"]
     assert "--nnodes=2" in pod["containers"][0]["command"]
+
+
+@pytest.mark.parametrize("policy", ["ExitCode", "Never"])
+def test_pytorchjob_restart_policy_reaches_every_replica(policy):
+    (job,) = tw.pytorchjob(
+        settings(launcher="pytorchjob", pytorchjob_master=True, pytorchjob_restart_policy=policy)
+    )
+    assert {replica["restartPolicy"] for replica in job["spec"]["pytorchReplicaSpecs"].values()} == {policy}
+
+
+def test_an_unknown_pytorchjob_restart_policy_is_named():
+    assert tw.problems(settings(launcher="pytorchjob", pytorchjob_restart_policy="Always")) == [
+        "training_job_pytorchjob_restart_policy must be one of OnFailure, ExitCode, Never, got 'Always'"
+    ]
 
 
 def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
@@ -349,7 +363,7 @@ def test_runai_argv_from_the_same_settings():
         "--command",
     ]  # fmt: skip
     assert argv[separator + 1 :] == [
-        "python3", "-m", "torch.distributed.run",
+        "python3", "-m", "gpuops_trainer.launch",
         "--nnodes=2", "--nproc-per-node=8", "--max-restarts=0",
         "--rdzv-backend=c10d", "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
         "--rdzv-id=%s" % RUN_ID, "--rdzv-conf=join_timeout=900,read_timeout=900",
@@ -558,7 +572,7 @@ def test_the_filter_plugin_is_thin():
     assert result["expected_pods"] == 2 and result["world_size"] == 16
     assert result["pod_selector"] == "gpuops.training/run-id=%s" % RUN_ID
     assert result["output_dir"] == "/checkpoints/%s" % RUN_ID
-    assert result["command"][:3] == ["python3", "-m", "torch.distributed.run"]
+    assert result["command"][:3] == ["python3", "-m", "gpuops_trainer.launch"]
     with pytest.raises(AnsibleFilterError, match="training_job_image is required"):
         filters["training_workload"](settings(image=""))
 
