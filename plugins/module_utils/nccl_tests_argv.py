@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import ENV_NAME
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_bool as _bool
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
+
 PREFIX = "nccl_tests_"
 LAUNCHERS = ("local", "ssh", "mpijob")
 COLLECTIVES = (
@@ -57,7 +61,6 @@ DEFAULTS = {
 }
 # nccl-tests' sizes: a number with an optional K, M or G (powers of 1024).
 _SIZE = re.compile(r"^[0-9]+[KMG]?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ArgvError(ValueError):
@@ -66,23 +69,6 @@ class ArgvError(ValueError):
 
 def _var(key):
     return PREFIX + key
-
-
-def _int(value):
-    """An int from an int or a string of digits; None otherwise (bools are not ints here)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
-        return int(value.strip())
-    return None
-
-
-def _bool(value):
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "on")
 
 
 def settings_with_defaults(settings):
@@ -142,7 +128,7 @@ def problems(settings):
         found.append("%s must be a mapping, got %r" % (_var("env"), env))
     else:
         for name in env:
-            if not _ENV_NAME.match(str(name)):
+            if not ENV_NAME.match(str(name)):
                 found.append("%s: %r is not a valid environment variable name" % (_var("env"), name))
     if launcher in ("ssh", "mpijob"):
         per_node = _check_int(found, s, "gpus_per_node", 1)

@@ -41,6 +41,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
     format_bytes,
     parse_quantity,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import ENV_NAME
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_bool as _bool
+from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import SizingError, shm_bytes
 
 PREFIX = "training_job_"
@@ -157,7 +160,6 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Multus network reference: [namespace/]name[@interface].
 _NETWORK = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]{1,15})?$"
@@ -188,23 +190,6 @@ def settings_with_defaults(settings):
 
 def _var(key):
     return PREFIX + key
-
-
-def _int(value):
-    """An int from an int or a string of digits; None otherwise (bools are not ints here)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
-        return int(value.strip())
-    return None
-
-
-def _bool(value):
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "on")
 
 
 def _optional_id(value):
@@ -475,7 +460,7 @@ def problems(settings):
         )
     _check_int(found, s, "nccl_heartbeat_timeout_s", 1)
     _check_int(found, s, "threads_per_process", 0)
-    _check_mapping(found, s, "env", _ENV_NAME, "environment variable name")
+    _check_mapping(found, s, "env", ENV_NAME, "environment variable name")
 
     for key in ("run_as_user", "run_as_group"):
         value = s.get(key)

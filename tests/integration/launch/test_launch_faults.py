@@ -57,32 +57,23 @@ def test_a_job_that_hangs_ends_at_its_deadline_naming_the_running_pods(
     assert "Running" in (only_run_dir(tmp_path / "runs") / "launcher.log").read_text()
 
 
-class CrashLooper(threading.Thread):
-    """Plays the kubelet of crash-looping containers: once a pod runs, its status says that
-    its container keeps failing, one more restart every ``every`` seconds."""
+class NamespacePoller(threading.Thread):
+    """Calls ``poll()`` every ``every`` seconds until stopped, keeping what went wrong in
+    ``errors`` (the test reports them) instead of ending."""
 
-    def __init__(self, cluster, namespace, every=2.0):
+    def __init__(self, cluster, namespace, every):
         super().__init__(daemon=True)
         self.cluster, self.namespace, self.every = cluster, namespace, every
-        self.restarts, self.errors = {}, []
+        self.errors = []
         self._halt = threading.Event()
+
+    def poll(self):
+        raise NotImplementedError
 
     def run(self):
         while not self._halt.is_set():
             try:
-                for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
-                    name = pod["metadata"]["name"]
-                    if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
-                        continue
-                    restarts = self.restarts.get(name, 0) + 1
-                    patched = self.cluster.kubectl(
-                        "patch", "pod", name, "-n", self.namespace, "--subresource=status", "--type=merge",
-                        "-p", json.dumps(crash_loop_status(pod, restarts)), check=False,
-                    )  # fmt: skip
-                    if patched.returncode == 0:
-                        self.restarts[name] = restarts
-                    elif "NotFound" not in patched.stderr:  # deleted when the run stopped it: fine
-                        self.errors.append(patched.stderr)
+                self.poll()
             except Exception as error:  # keep going; the test reports what went wrong
                 self.errors.append(repr(error))
             self._halt.wait(self.every)
@@ -90,6 +81,30 @@ class CrashLooper(threading.Thread):
     def stop(self):
         self._halt.set()
         self.join(timeout=10)
+
+
+class CrashLooper(NamespacePoller):
+    """Plays the kubelet of crash-looping containers: once a pod runs, its status says that
+    its container keeps failing, one more restart every ``every`` seconds."""
+
+    def __init__(self, cluster, namespace, every=2.0):
+        super().__init__(cluster, namespace, every)
+        self.restarts = {}
+
+    def poll(self):
+        for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
+            name = pod["metadata"]["name"]
+            if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            restarts = self.restarts.get(name, 0) + 1
+            patched = self.cluster.kubectl(
+                "patch", "pod", name, "-n", self.namespace, "--subresource=status", "--type=merge",
+                "-p", json.dumps(crash_loop_status(pod, restarts)), check=False,
+            )  # fmt: skip
+            if patched.returncode == 0:
+                self.restarts[name] = restarts
+            elif "NotFound" not in patched.stderr:  # deleted when the run stopped it: fine
+                self.errors.append(patched.stderr)
 
 
 def crash_loop_status(pod, restarts):
@@ -167,32 +182,21 @@ def test_crash_looping_pods_end_the_run_naming_them_and_their_state(
         ), (name, output)
 
 
-class ConditionWatcher(threading.Thread):
+class ConditionWatcher(NamespacePoller):
     """Records every condition type the PyTorchJobs of a namespace show while the run goes on,
     and the uids of their pods (a pod the operator deletes and recreates gets a new uid)."""
 
     def __init__(self, cluster, namespace, every=0.5):
-        super().__init__(daemon=True)
-        self.cluster, self.namespace, self.every = cluster, namespace, every
-        self.conditions, self.pod_uids, self.errors = set(), set(), []
-        self._halt = threading.Event()
+        super().__init__(cluster, namespace, every)
+        self.conditions, self.pod_uids = set(), set()
 
-    def run(self):
-        while not self._halt.is_set():
-            try:
-                for job in get_json(self.cluster, "pytorchjobs", "-n", self.namespace)["items"]:
-                    for condition in job.get("status", {}).get("conditions") or []:
-                        if condition.get("status") == "True":
-                            self.conditions.add(condition["type"])
-                for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
-                    self.pod_uids.add(pod["metadata"]["uid"])
-            except Exception as error:  # keep going; the test reports what went wrong
-                self.errors.append(repr(error))
-            self._halt.wait(self.every)
-
-    def stop(self):
-        self._halt.set()
-        self.join(timeout=10)
+    def poll(self):
+        for job in get_json(self.cluster, "pytorchjobs", "-n", self.namespace)["items"]:
+            for condition in job.get("status", {}).get("conditions") or []:
+                if condition.get("status") == "True":
+                    self.conditions.add(condition["type"])
+        for pod in get_json(self.cluster, "pods", "-n", self.namespace)["items"]:
+            self.pod_uids.add(pod["metadata"]["uid"])
 
 
 @pytest.mark.parametrize(("exit_code", "retried"), [("3", False), ("137", True)])
