@@ -24,7 +24,9 @@ description:
     variables of the fabric profile (C(ib), C(roce), C(socket)), explicit timeouts, checkpoints on a
     PVC, torchrun (C(python -m gpuops_trainer.launch), which exits with the failed rank's own code) with
     C(--max-restarts), C(restartPolicy OnFailure) (for C(pytorchjob) C(pytorchjob_restart_policy) may choose
-    C(ExitCode) or C(Never)), a C(backoffLimit), and the run id as a label.
+    C(ExitCode) or C(Never); for C(indexed_job) C(indexed_job_restart_policy) may choose C(ExitCode), a
+    C(podFailurePolicy) with the same meaning), a C(backoffLimit), the C(RuntimeDefault) seccomp profile
+    (C(seccomp_profile)), variables from Secrets as references (C(env_from_secrets)), and the run id as a label.
   - The input is a dict of the role's variables without their C(training_job_) prefix, plus
     C(trainer_args), the trainer's arguments; the role's README lists them.
   - C(mpijob) renders a Kubeflow MPIJob (C(kubeflow.org/v1)) for the gpuops.training.nccl_tests role

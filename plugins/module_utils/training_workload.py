@@ -10,9 +10,11 @@ the same settings, here and nowhere else:
 - ``/dev/shm`` as a memory-backed ``emptyDir`` sized by :func:`sizing.shm_size` from the
   DataLoader workers, the batch size and the ranks in the pod;
 - ``IPC_LOCK`` as the only capability (all others dropped), never privileged, no privilege
-  escalation, no host network, ``runAsUser``/``runAsGroup`` when given;
+  escalation, no host network, the ``RuntimeDefault`` seccomp profile, ``runAsUser``/``runAsGroup``
+  when given;
 - the Multus network annotation and the RDMA device requests of the fabric;
 - NCCL variables from a fabric profile (``ib``, ``roce``, ``socket``), explicit timeouts;
+  variables from Secrets as ``secretKeyRef`` references, so that no value is in the pod spec;
 - checkpoints on a PVC, ``torchrun --max-restarts``, ``restartPolicy: OnFailure`` and a
   ``backoffLimit``, so that a restarted pod resumes from the last checkpoint (the trainer
   resumes from its output directory by itself);
@@ -54,10 +56,18 @@ LAUNCHERS = TRAINER_LAUNCHERS + ("mpijob",)
 # signal, an OOM kill) and fails the job on a permanent one (1-127: the trainer's
 # configuration, data, non-finite and storage errors), which gpuops_trainer.launch reports.
 PYTORCHJOB_RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
+# indexed_job: ExitCode gives a batch/v1 Job the same semantics with a podFailurePolicy (which
+# needs restartPolicy Never): a permanent exit code fails the Job at once, any other failure
+# replaces the pod until backoffLimit, and an eviction or preemption is not counted at all.
+INDEXED_JOB_RESTART_POLICIES = ("OnFailure", "ExitCode")
+PERMANENT_EXIT_CODES = list(range(1, 128))
 FABRICS = ("ib", "roce", "socket")
 # What the verification expects NCCL to report for each fabric: RoCE is NCCL's IB transport.
 TRANSPORT_OF_FABRIC = {"ib": "IB", "roce": "IB", "socket": "Socket"}
 GDR_LEVELS = ("", "LOC", "PIX", "PXB", "PHB", "SYS")
+# The pod's seccomp profile; empty leaves it to the cluster (Unconfined unless the kubelet's
+# SeccompDefault is on).
+SECCOMP_PROFILES = ("RuntimeDefault", "Unconfined", "")
 SYNC_BN = ("auto", "true", "false")
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -121,6 +131,8 @@ DEFAULTS = {
     "nccl_heartbeat_timeout_s": 600,
     "threads_per_process": 0,
     "env": {},
+    "env_from_secrets": {},
+    "seccomp_profile": "RuntimeDefault",
     "run_as_user": None,
     "run_as_group": None,
     "checkpoint_pvc": "checkpoints",
@@ -138,6 +150,7 @@ DEFAULTS = {
     "set_hostname_as_fqdn": True,
     "pytorchjob_master": False,
     "pytorchjob_restart_policy": "OnFailure",
+    "indexed_job_restart_policy": "OnFailure",
     "cluster_domain": "cluster.local",
     "trainjob_runtime": "",
     "trainjob_runtime_kind": "ClusterTrainingRuntime",
@@ -157,6 +170,7 @@ MPIJOB_KEYS = ("mpirun_argv", "mpi_worker_command")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -242,7 +256,7 @@ def labels(settings):
     result = {str(key): str(value) for key, value in (settings.get("pod_labels") or {}).items()}
     result.update(
         {
-            NAME_LABEL: "gpuops-trainer",
+            NAME_LABEL: "gpuops-nccl-tests" if settings.get("launcher") == "mpijob" else "gpuops-trainer",
             RUN_ID_LABEL: run_label(settings),
             LAUNCHER_LABEL: str(settings.get("launcher")),
         }
@@ -339,6 +353,41 @@ def _check_mapping(problems, settings, key, key_pattern=None, what="key"):
             problems.append(
                 "%s: the value of %s must be a string or a number, got %r" % (_var(key), name, item)
             )
+
+
+def _secret_env_problems(settings):
+    """env_from_secrets: NAME -> {secret: <Secret name>, key: <key in it>}, names not in env."""
+    key = "env_from_secrets"
+    value = settings.get(key)
+    if not isinstance(value, dict):
+        return ["%s must be a mapping of variable names to {secret, key}, got %r" % (_var(key), value)]
+    found = []
+    if value and settings.get("launcher") == "runai":
+        found.append(
+            "%s: the runai launcher cannot reference Secrets; use the Run:ai project's credentials "
+            "or %s" % (_var(key), _var("env"))
+        )
+    plain = settings.get("env") if isinstance(settings.get("env"), dict) else {}
+    for name, ref in value.items():
+        if not ENV_NAME.match(str(name)):
+            found.append("%s: %r is not a valid environment variable name" % (_var(key), name))
+        elif name in plain:
+            found.append("%s: %s is also set in %s; set it in one of them" % (_var(key), name, _var("env")))
+        if not isinstance(ref, dict) or set(ref) != {"secret", "key"}:
+            found.append(
+                "%s: %s must be a mapping with exactly the keys secret and key, got %r"
+                % (_var(key), name, ref)
+            )
+            continue
+        secret, secret_key = ref["secret"], ref["key"]
+        if not (isinstance(secret, str) and _DNS1123_SUBDOMAIN.match(secret) and len(secret) <= 253):
+            found.append("%s: %s.secret must be a Secret name, got %r" % (_var(key), name, secret))
+        if not (isinstance(secret_key, str) and _SECRET_KEY.match(secret_key)) or secret_key in (".", ".."):
+            found.append(
+                "%s: %s.key must be a key of the Secret (letters, digits, '-', '_', '.'), got %r"
+                % (_var(key), name, secret_key)
+            )
+    return found
 
 
 def _fqdn(settings, name, index):
@@ -461,6 +510,12 @@ def problems(settings):
     _check_int(found, s, "nccl_heartbeat_timeout_s", 1)
     _check_int(found, s, "threads_per_process", 0)
     _check_mapping(found, s, "env", ENV_NAME, "environment variable name")
+    found += _secret_env_problems(s)
+    if s.get("seccomp_profile") not in SECCOMP_PROFILES:
+        found.append(
+            "%s must be RuntimeDefault, Unconfined or empty, got %r"
+            % (_var("seccomp_profile"), s.get("seccomp_profile"))
+        )
 
     for key in ("run_as_user", "run_as_group"):
         value = s.get(key)
@@ -547,6 +602,12 @@ def problems(settings):
         found.append(
             "%s must be one of %s, got %r"
             % (_var("pytorchjob_restart_policy"), ", ".join(PYTORCHJOB_RESTART_POLICIES), restart_policy)
+        )
+    indexed_policy = s.get("indexed_job_restart_policy")
+    if launcher == "indexed_job" and indexed_policy not in INDEXED_JOB_RESTART_POLICIES:
+        found.append(
+            "%s must be one of %s, got %r"
+            % (_var("indexed_job_restart_policy"), ", ".join(INDEXED_JOB_RESTART_POLICIES), indexed_policy)
         )
     if launcher == "pytorchjob" and _bool(s.get("pytorchjob_master")) and elastic(s):
         found.append(
@@ -645,12 +706,21 @@ def env_pairs(settings):
     extra = [
         (str(key), "" if value is None else str(value)) for key, value in (settings.get("env") or {}).items()
     ]
-    overridden = {key for key, _value in extra}
+    overridden = {key for key, _value in extra} | set(settings.get("env_from_secrets") or {})
     return [(key, value) for key, value in pairs if key not in overridden] + extra
 
 
+def secret_env(settings):
+    """The variables read from Secrets, as EnvVar references: the kubelet resolves them, so no
+    value is in the pod spec, the rendered manifests or Ansible's output."""
+    return [
+        {"name": str(name), "valueFrom": {"secretKeyRef": {"name": ref["secret"], "key": ref["key"]}}}
+        for name, ref in (settings.get("env_from_secrets") or {}).items()
+    ]
+
+
 def _env(settings):
-    return [{"name": key, "value": value} for key, value in env_pairs(settings)]
+    return [{"name": key, "value": value} for key, value in env_pairs(settings)] + secret_env(settings)
 
 
 def resources(settings):
@@ -740,6 +810,8 @@ def container_security_context():
 
 def pod_security_context(settings):
     context = {}
+    if settings.get("seccomp_profile"):
+        context["seccompProfile"] = {"type": settings["seccomp_profile"]}
     user = _optional_id(settings.get("run_as_user"))
     group = _optional_id(settings.get("run_as_group"))
     if user is not None:
@@ -855,6 +927,21 @@ def indexed_job(settings):
             "template": template,
         },
     }
+    if s["indexed_job_restart_policy"] == "ExitCode":
+        template["spec"]["restartPolicy"] = "Never"
+        job["spec"]["podFailurePolicy"] = {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {
+                        "containerName": CONTAINER_NAMES["indexed_job"],
+                        "operator": "In",
+                        "values": list(PERMANENT_EXIT_CODES),
+                    },
+                },
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]
+        }
     return [service, job]
 
 

@@ -183,15 +183,16 @@ def test_crash_looping_pods_end_the_run_naming_them_and_their_state(
 
 
 class ConditionWatcher(NamespacePoller):
-    """Records every condition type the PyTorchJobs of a namespace show while the run goes on,
-    and the uids of their pods (a pod the operator deletes and recreates gets a new uid)."""
+    """Records every condition type the jobs (``resource``) of a namespace show while the run
+    goes on, and the uids of their pods (a pod deleted and made again gets a new uid)."""
 
-    def __init__(self, cluster, namespace, every=0.5):
+    def __init__(self, cluster, namespace, resource="pytorchjobs", every=0.5):
         super().__init__(cluster, namespace, every)
+        self.resource = resource
         self.conditions, self.pod_uids = set(), set()
 
     def poll(self):
-        for job in get_json(self.cluster, "pytorchjobs", "-n", self.namespace)["items"]:
+        for job in get_json(self.cluster, self.resource, "-n", self.namespace)["items"]:
             for condition in job.get("status", {}).get("conditions") or []:
                 if condition.get("status") == "True":
                     self.conditions.add(condition["type"])
@@ -241,3 +242,44 @@ def test_the_exit_code_restart_policy_retries_a_kill_and_not_a_permanent_error(
         assert "Failed" in watcher.conditions, watcher.conditions
         assert len(watcher.pod_uids) == 2, watcher.pod_uids
         assert "failed (PyTorchJobFailed" in output, output
+
+
+@pytest.mark.parametrize(("exit_code", "retried"), [("3", False), ("137", True)])
+def test_the_indexed_job_exit_code_policy_retries_a_kill_and_not_a_permanent_error(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, exit_code, retried
+):
+    # The same semantics through the Job controller's podFailurePolicy (kube-controller-manager).
+    deadline = 2 * DEADLINE_S
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        "indexed_job",
+        training_job_indexed_job_restart_policy="ExitCode",
+        training_job_timeout_s=deadline,
+        training_job_backoff_limit=6,
+        training_job_pod_annotations={
+            "gpuops.test/fail": "true",
+            "gpuops.test/exit-code": exit_code,
+            "gpuops.test/run-duration": "1s",
+        },
+    )
+    watcher = ConditionWatcher(k8s_cluster, launch_namespace, resource="jobs")
+    watcher.start()
+    try:
+        run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
+    finally:
+        watcher.stop()
+    assert watcher.errors == []
+    assert run.rc != 0, run
+    output = failure(run.output)
+    if retried:
+        # Each killed pod is replaced by a new one (the controller's back-off is 10 s, then 20 s).
+        assert len(watcher.pod_uids) > 2, watcher.pod_uids
+        assert "did not finish within %d s" % deadline in output, output
+        assert "PodFailurePolicy" not in output, output
+    else:
+        assert "exited with code %s (Error)" % exit_code in output, output
+        assert "failed (PodFailurePolicy" in output, output
+        assert "Failed" in watcher.conditions, watcher.conditions
+        assert len(watcher.pod_uids) == 2, watcher.pod_uids

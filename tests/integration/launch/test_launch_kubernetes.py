@@ -377,6 +377,14 @@ def test_a_failing_pod_ends_the_run_with_the_failure_named(
             {"training_job_network": "Bad_Net"},
             "training_job_network: 'Bad_Net' is not a NetworkAttachmentDefinition",
         ),
+        (
+            {"training_job_env_from_secrets": {"HF_TOKEN": {"secret": "hub", "key": "../token"}}},
+            "training_job_env_from_secrets: HF_TOKEN.key must be a key of the Secret",
+        ),
+        (
+            {"training_job_seccomp_profile": "Localhost"},
+            "value of training_job_seccomp_profile must be one of: RuntimeDefault, Unconfined, ",
+        ),
     ],
 )
 def test_bad_settings_fail_before_anything_is_created(
@@ -396,6 +404,13 @@ def test_bad_settings_fail_before_anything_is_created(
         ("pytorchjob", {"elastic_min_nodes": 1, "elastic_max_nodes": 4, "max_restarts": 3}),
         ("pytorchjob", {"pytorchjob_master": True, "nnodes": 3}),
         ("indexed_job", {"fabric": "roce", "network": ["sriov/ib-a", "ib-b@net2"], "dataset_pvc": "coco"}),
+        (
+            "indexed_job",
+            {
+                "indexed_job_restart_policy": "ExitCode",
+                "env_from_secrets": {"T": {"secret": "s", "key": "k"}},
+            },
+        ),
         (
             "trainjob",
             {"trainjob_runtime": "torch-distributed", "node_selector": {"nvidia.com/gpu.present": "true"}},

@@ -15,7 +15,10 @@ JobSet template of a TrainingRuntime, a TrainJob's pod overrides, and each store
   and no hostPath volume;
 - carry runAsNonRoot when a non-root runAsUser is set (the collection documents that without
   training_job_run_as_user the image's user is used, so it cannot claim non-root then);
-- have a seccompProfile of RuntimeDefault wherever one is set.
+- have a seccompProfile of RuntimeDefault wherever one is set, and the pods the collection
+  renders have it set (training_job_seccomp_profile's default);
+- carry the variables of training_job_env_from_secrets as secretKeyRef references, never as
+  values.
 
 Containers the operators add to the pods, and a TrainJob's container overrides (its API has
 no security context there: the runtime it names sets it), are held to the same rules except
@@ -49,7 +52,11 @@ BASE = {
     "checkpoint_pvc": "",
     "timeout_s": 300,
     "trainer_args": ["--epochs=1"],
+    # No Secret of that name exists: the pods are stored and scheduled all the same, and the
+    # reference is what the test reads back.
+    "env_from_secrets": {"HF_TOKEN": {"secret": "hub-credentials", "key": "token"}},
 }
+SECRET_REF = {"secretKeyRef": {"name": "hub-credentials", "key": "token"}}
 VARIANTS = {
     "pytorchjob-ib-non-root": dict(
         launcher="pytorchjob", fabric="ib", network="rdma-net", run_as_user=1000, run_as_group=1000
@@ -106,9 +113,12 @@ def containers(spec):
             yield field, container
 
 
-def security_problems(where, spec, ours):
-    """Every breach of the rules in the module docstring; ``ours`` names the collection's containers."""
+def security_problems(where, spec, ours, rendered=False):
+    """Every breach of the rules in the module docstring; ``ours`` names the collection's containers,
+    ``rendered`` says whether the collection rendered this pod spec (not a TrainJob's overrides)."""
     problems = []
+    if rendered and (spec.get("securityContext") or {}).get("seccompProfile") != {"type": "RuntimeDefault"}:
+        problems.append("%s: the pod's seccompProfile is not RuntimeDefault" % where)
     for field in HOST_NAMESPACES:
         if spec.get(field):
             problems.append("%s: %s is set" % (where, field))
@@ -133,6 +143,9 @@ def security_problems(where, spec, ours):
         if added - ALLOWED_CAPABILITIES:
             problems.append("%s: adds %s" % (name, sorted(added - ALLOWED_CAPABILITIES)))
         if container.get("name") in ours or not container.get("name"):
+            secret_env = [item for item in container.get("env") or [] if item.get("name") == "HF_TOKEN"]
+            if rendered and secret_env != [{"name": "HF_TOKEN", "valueFrom": SECRET_REF}]:
+                problems.append("%s: HF_TOKEN is %r, not a secretKeyRef" % (name, secret_env))
             if context.get("allowPrivilegeEscalation") is not False:
                 problems.append("%s: allowPrivilegeEscalation is not false" % name)
             if capabilities.get("drop") != ["ALL"]:
@@ -188,7 +201,9 @@ def test_what_the_server_stores_is_never_privileged(k8s_cluster, launch_namespac
                 # takes no security context there (the runtime grants it, as the role's README
                 # says), so they are held to what they must not add, not to what they cannot set.
                 owned = set() if kind == "TrainJob" else ours
-                problems += security_problems("%s %s" % (kind, where), spec, owned)
+                problems += security_problems(
+                    "%s %s" % (kind, where), spec, owned, rendered=kind != "TrainJob"
+                )
         expected = EXPECTED_PODS.get(variant, 2)
 
         def pods():
@@ -204,7 +219,7 @@ def test_what_the_server_stores_is_never_privileged(k8s_cluster, launch_namespac
     assert templates >= 1, manifests
     assert stored_pods is not None and len(stored_pods) == expected, "the controllers created no pods"
     for pod in stored_pods:
-        problems += security_problems("Pod %s" % pod["metadata"]["name"], pod["spec"], ours)
+        problems += security_problems("Pod %s" % pod["metadata"]["name"], pod["spec"], ours, rendered=True)
     assert problems == []
 
     # The ServiceAccount the pods run as cannot read Secrets.
@@ -232,7 +247,8 @@ def test_the_rules_catch_what_they_are_meant_to():
             {"name": "sidecar", "securityContext": {"allowPrivilegeEscalation": True}},
         ],
     }
-    problems = security_problems("Pod p", bad, {"trainer"})
+    bad["containers"][0]["env"] = [{"name": "HF_TOKEN", "value": "hf_secret"}]
+    problems = security_problems("Pod p", bad, {"trainer"}, rendered=True)
     for expected in (
         "hostNetwork is set",
         "hostPID is set",
@@ -244,6 +260,8 @@ def test_the_rules_catch_what_they_are_meant_to():
         "capabilities.drop is None",
         "containers[sidecar]: allowPrivilegeEscalation true",
         "pod: seccompProfile",
+        "the pod's seccompProfile is not RuntimeDefault",
+        "containers[trainer]: HF_TOKEN is [{'name': 'HF_TOKEN', 'value': 'hf_secret'}], not a secretKeyRef",
     ):
         assert any(expected in problem for problem in problems), (expected, problems)
     assert not any("sidecar]: capabilities.drop" in problem for problem in problems)

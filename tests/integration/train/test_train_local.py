@@ -137,6 +137,11 @@ def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
         ({"training_job_name": "../../etc"}, "training_job_name must be a plain name"),
         ({"training_job_run_id": "a/../../b"}, "training_job_run_id must be a plain name"),
         ({"training_job_run_id": ".."}, 'got ".."'),
+        (
+            {"training_job_env_from_secrets": {"HF_TOKEN": {"secret": "hub", "key": "token"}}},
+            "training_job_env_from_secrets references Kubernetes Secrets, which the local launcher "
+            "cannot read",
+        ),
     ],
 )
 def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_vars, message):

@@ -146,6 +146,7 @@ def test_every_kind_renders_the_same_pod_practices():
             "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
         }
         assert spec["securityContext"] == {
+            "seccompProfile": {"type": "RuntimeDefault"},
             "runAsUser": 2000,
             "runAsNonRoot": True,
             "runAsGroup": 2000,
@@ -225,6 +226,34 @@ def test_several_networks_and_the_users_environment_win():
     assert [item["name"] for item in pod["spec"]["containers"][0]["env"]].count("NCCL_IB_HCA") == 1
 
 
+def test_variables_from_secrets_are_references_and_win_over_the_fabrics():
+    secrets = {
+        "HF_TOKEN": {"secret": "hub-credentials", "key": "token"},
+        "NCCL_IB_HCA": {"secret": "fabric", "key": "hca.list"},
+    }
+    s = settings(env={"EXTRA": "1"}, env_from_secrets=secrets)
+    for pod in every_pod(s).values():
+        env = pod["spec"]["containers"][0]["env"]
+        by_name = {item["name"]: item for item in env}
+        assert [item["name"] for item in env].count("NCCL_IB_HCA") == 1
+        assert by_name["HF_TOKEN"] == {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hub-credentials", "key": "token"}},
+        }
+        assert by_name["NCCL_IB_HCA"]["valueFrom"]["secretKeyRef"] == {"name": "fabric", "key": "hca.list"}
+        assert "value" not in by_name["HF_TOKEN"] and by_name["EXTRA"]["value"] == "1"
+    (_service, job) = tw.indexed_job(s)
+    assert "hub-credentials" in str(job) and "token" in str(job)
+    workload = tw.workload(dict(s, launcher="pytorchjob"))
+    assert "HF_TOKEN" not in workload["env"] and "NCCL_IB_HCA" not in workload["env"]
+
+
+def test_nccl_tests_mpijobs_are_labelled_as_such():
+    (mpijob,) = tw.mpijob(settings(launcher="mpijob", mpirun_argv=MPIRUN))
+    assert mpijob["metadata"]["labels"][tw.NAME_LABEL] == "gpuops-nccl-tests"
+    assert pod_of(tw.indexed_job(settings()), "Job")["metadata"]["labels"][tw.NAME_LABEL] == "gpuops-trainer"
+
+
 def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
     service, job = tw.indexed_job(settings())
     name = tw.workload_name(settings())
@@ -246,6 +275,28 @@ def test_pytorchjob_restart_policy_reaches_every_replica(policy):
         settings(launcher="pytorchjob", pytorchjob_master=True, pytorchjob_restart_policy=policy)
     )
     assert {replica["restartPolicy"] for replica in job["spec"]["pytorchReplicaSpecs"].values()} == {policy}
+
+
+def test_the_indexed_job_exit_code_policy_fails_at_once_on_a_permanent_error_only():
+    (_service, job) = tw.indexed_job(settings())
+    assert (
+        "podFailurePolicy" not in job["spec"]
+        and job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    )
+    (_service, job) = tw.indexed_job(settings(indexed_job_restart_policy="ExitCode"))
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    fail_job, ignore = job["spec"]["podFailurePolicy"]["rules"]
+    assert fail_job["action"] == "FailJob"
+    assert fail_job["onExitCodes"]["containerName"] == "trainer"
+    assert fail_job["onExitCodes"]["operator"] == "In"
+    # The trainer's permanent codes (2-5) and every other code below 128; none of a signal's.
+    assert fail_job["onExitCodes"]["values"] == list(range(1, 128))
+    assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    assert tw.problems(settings(indexed_job_restart_policy="Never")) == [
+        "training_job_indexed_job_restart_policy must be one of OnFailure, ExitCode, got 'Never'"
+    ]
+    # Another launcher ignores it.
+    assert tw.problems(settings(launcher="pytorchjob", indexed_job_restart_policy="Never")) == []
 
 
 def test_an_unknown_pytorchjob_restart_policy_is_named():
@@ -408,10 +459,14 @@ def test_shm_size_given_or_sized():
 
 def test_no_user_ids_and_no_pvc():
     pod = pod_of(tw.indexed_job(settings(run_as_user="", run_as_group=None, checkpoint_pvc="")), "Job")
-    assert "securityContext" not in pod["spec"]
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert pod["spec"]["volumes"][1] == {"name": "checkpoints", "emptyDir": {}}
-    pod = pod_of(tw.indexed_job(settings(run_as_user=0, run_as_group="")), "Job")
-    assert pod["spec"]["securityContext"] == {"runAsUser": 0}
+    pod = pod_of(
+        tw.indexed_job(settings(run_as_user=0, run_as_group="", seccomp_profile="Unconfined")), "Job"
+    )
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "Unconfined"}, "runAsUser": 0}
+    pod = pod_of(tw.indexed_job(settings(run_as_user="", run_as_group="", seccomp_profile="")), "Job")
+    assert "securityContext" not in pod["spec"]
 
 
 def test_the_name_is_short_stable_and_dns_safe():
@@ -475,6 +530,38 @@ def problems_of(**overrides):
         ),
         ({"nccl_socket_ifname": "eth0; rm"}, "training_job_nccl_socket_ifname must be an interface name"),
         ({"env": {"1BAD": "x"}}, "training_job_env: '1BAD' is not a valid environment variable name"),
+        (
+            {"env_from_secrets": ["HF_TOKEN"]},
+            "training_job_env_from_secrets must be a mapping of variable names to {secret, key}",
+        ),
+        (
+            {"env_from_secrets": {"1BAD": {"secret": "s", "key": "k"}}},
+            "training_job_env_from_secrets: '1BAD' is not a valid environment variable name",
+        ),
+        (
+            {"env_from_secrets": {"TOKEN": "hub/token"}},
+            "training_job_env_from_secrets: TOKEN must be a mapping with exactly the keys secret and key",
+        ),
+        (
+            {"env_from_secrets": {"TOKEN": {"secret": "Hub Creds", "key": "token"}}},
+            "training_job_env_from_secrets: TOKEN.secret must be a Secret name, got 'Hub Creds'",
+        ),
+        (
+            {"env_from_secrets": {"TOKEN": {"secret": "hub", "key": "../token"}}},
+            "training_job_env_from_secrets: TOKEN.key must be a key of the Secret",
+        ),
+        (
+            {"env": {"TOKEN": "x"}, "env_from_secrets": {"TOKEN": {"secret": "hub", "key": "token"}}},
+            "training_job_env_from_secrets: TOKEN is also set in training_job_env",
+        ),
+        (
+            {"launcher": "runai", "env_from_secrets": {"TOKEN": {"secret": "hub", "key": "token"}}},
+            "training_job_env_from_secrets: the runai launcher cannot reference Secrets",
+        ),
+        (
+            {"seccomp_profile": "Localhost"},
+            "training_job_seccomp_profile must be RuntimeDefault, Unconfined or empty, got 'Localhost'",
+        ),
         (
             {"run_as_user": -1},
             "training_job_run_as_user must be a user or group id (0 or more) or empty, got -1",
