@@ -200,62 +200,30 @@ class ConditionWatcher(NamespacePoller):
             self.pod_uids.add(pod["metadata"]["uid"])
 
 
+# The ExitCode policy of each launcher that has one: the role variable, the resource whose
+# conditions are watched, and how the job reads when a permanent error fails it.
+EXIT_CODE_POLICIES = {
+    "pytorchjob": ("training_job_pytorchjob_restart_policy", "pytorchjobs", "failed (PyTorchJobFailed"),
+    # The Training Operator's semantics through the Job controller's podFailurePolicy.
+    "indexed_job": ("training_job_indexed_job_restart_policy", "jobs", "failed (PodFailurePolicy"),
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(EXIT_CODE_POLICIES))
 @pytest.mark.parametrize(("exit_code", "retried"), [("3", False), ("137", True)])
 def test_the_exit_code_restart_policy_retries_a_kill_and_not_a_permanent_error(
-    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, exit_code, retried
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, launcher, exit_code, retried
 ):
     # The pods' command is gpuops_trainer.launch, which exits with the rank's own code: 3 is
     # the trainer's data error (permanent), 137 a SIGKILL or an OOM kill (retryable).
+    variable, resource, failed_permanently = EXIT_CODE_POLICIES[launcher]
     deadline = 2 * DEADLINE_S
     settings = launch_vars(
         k8s_cluster,
         launch_namespace,
         tmp_path / "runs",
-        "pytorchjob",
-        training_job_pytorchjob_restart_policy="ExitCode",
-        # Room for the operator to recreate the killed pods at least once on a loaded machine.
-        training_job_timeout_s=deadline,
-        training_job_pod_annotations={
-            "gpuops.test/fail": "true",
-            "gpuops.test/exit-code": exit_code,
-            "gpuops.test/run-duration": "1s",
-        },
-    )
-    watcher = ConditionWatcher(k8s_cluster, launch_namespace)
-    watcher.start()
-    try:
-        run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
-    finally:
-        watcher.stop()
-    assert watcher.errors == []
-    assert run.rc != 0, run
-    output = failure(run.output)
-    if retried:
-        # The operator deleted the killed pods and made new ones, until the run's deadline.
-        assert "Restarting" in watcher.conditions, watcher.conditions
-        assert len(watcher.pod_uids) > 2, watcher.pod_uids
-        assert "did not finish within %d s" % deadline in output, output
-    else:
-        # A permanent error fails the job at once, naming the code: no pod is made again.
-        assert "exited with code %s (Error)" % exit_code in output, output
-        assert "Restarting" not in watcher.conditions, watcher.conditions
-        assert "Failed" in watcher.conditions, watcher.conditions
-        assert len(watcher.pod_uids) == 2, watcher.pod_uids
-        assert "failed (PyTorchJobFailed" in output, output
-
-
-@pytest.mark.parametrize(("exit_code", "retried"), [("3", False), ("137", True)])
-def test_the_indexed_job_exit_code_policy_retries_a_kill_and_not_a_permanent_error(
-    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, exit_code, retried
-):
-    # The same semantics through the Job controller's podFailurePolicy (kube-controller-manager).
-    deadline = 2 * DEADLINE_S
-    settings = launch_vars(
-        k8s_cluster,
-        launch_namespace,
-        tmp_path / "runs",
-        "indexed_job",
-        training_job_indexed_job_restart_policy="ExitCode",
+        launcher,
+        # Room for the controller to recreate the killed pods at least once on a loaded machine.
         training_job_timeout_s=deadline,
         training_job_backoff_limit=6,
         training_job_pod_annotations={
@@ -263,8 +231,9 @@ def test_the_indexed_job_exit_code_policy_retries_a_kill_and_not_a_permanent_err
             "gpuops.test/exit-code": exit_code,
             "gpuops.test/run-duration": "1s",
         },
+        **{variable: "ExitCode"},
     )
-    watcher = ConditionWatcher(k8s_cluster, launch_namespace, resource="jobs")
+    watcher = ConditionWatcher(k8s_cluster, launch_namespace, resource=resource)
     watcher.start()
     try:
         run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=600)
@@ -274,12 +243,16 @@ def test_the_indexed_job_exit_code_policy_retries_a_kill_and_not_a_permanent_err
     assert run.rc != 0, run
     output = failure(run.output)
     if retried:
-        # Each killed pod is replaced by a new one (the controller's back-off is 10 s, then 20 s).
+        # The killed pods were deleted and made again, until the run's deadline.
         assert len(watcher.pod_uids) > 2, watcher.pod_uids
         assert "did not finish within %d s" % deadline in output, output
-        assert "PodFailurePolicy" not in output, output
+        assert failed_permanently not in output, output
+        if launcher == "pytorchjob":
+            assert "Restarting" in watcher.conditions, watcher.conditions
     else:
+        # A permanent error fails the job at once, naming the code: no pod is made again.
         assert "exited with code %s (Error)" % exit_code in output, output
-        assert "failed (PodFailurePolicy" in output, output
+        assert failed_permanently in output, output
+        assert "Restarting" not in watcher.conditions, watcher.conditions
         assert "Failed" in watcher.conditions, watcher.conditions
         assert len(watcher.pod_uids) == 2, watcher.pod_uids
