@@ -129,21 +129,22 @@ elapsed:
   type: float
 """
 
-import time
 import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    api_client,
     config_error_message,
     connection_error_message,
-    too_long,
+    poll,
+    wait_options_problem,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.mcp import pool_rollout, timeout_message
 from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
 try:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -153,17 +154,6 @@ else:
 GROUP = "machineconfiguration.openshift.io"
 VERSION = "v1"
 PLURAL = "machineconfigpools"
-
-
-def api_client(kubeconfig, context):
-    """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
-    try:
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except config.ConfigException:
-        if kubeconfig:
-            raise
-        config.load_incluster_config()
-        return client.ApiClient()
 
 
 def read_pool(custom_objects, name):
@@ -190,10 +180,8 @@ def main():
     params = module.params
     if not params["pools"]:
         module.fail_json(msg="pools must name at least one MachineConfigPool")
-    if params["timeout"] < 0 or params["poll_interval"] < 1:
-        module.fail_json(msg="timeout must be 0 or more and poll_interval at least 1 second")
-    if too_long(params, ("timeout", "poll_interval")):
-        module.fail_json(msg=too_long(params, ("timeout", "poll_interval")))
+    if wait_options_problem(params):
+        module.fail_json(msg=wait_options_problem(params))
 
     expected_by_pool = {}
     for pool_name, names in params["pool_machine_configs"].items():
@@ -207,9 +195,7 @@ def main():
     except Exception as error:  # the kubernetes client raises several unrelated types here
         module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
 
-    started = time.monotonic()
-    deadline = started + params["timeout"]
-    while True:
+    def read_and_judge():
         verdicts = []
         for name in params["pools"]:
             try:
@@ -236,16 +222,13 @@ def main():
                     str(params["previous_rendered"].get(name) or ""),
                 )
             )
-        elapsed = round(time.monotonic() - started, 1)
-        if all(verdict["done"] for verdict in verdicts):
-            module.exit_json(changed=False, pools=verdicts, elapsed=elapsed)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            module.fail_json(
-                msg=timeout_message(verdicts, params["timeout"]), pools=verdicts, elapsed=elapsed
-            )
-        # The last sleep is cut short so the final read happens at the deadline.
-        time.sleep(min(params["poll_interval"], remaining))
+        return verdicts
+
+    # A Degraded pool is not a failure here: it often recovers while the rollout goes on.
+    outcome, verdicts, elapsed = poll(read_and_judge, params["timeout"], params["poll_interval"])
+    if outcome == "done":
+        module.exit_json(changed=False, pools=verdicts, elapsed=elapsed)
+    module.fail_json(msg=timeout_message(verdicts, params["timeout"]), pools=verdicts, elapsed=elapsed)
 
 
 if __name__ == "__main__":

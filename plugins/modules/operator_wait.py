@@ -141,15 +141,16 @@ elapsed:
   type: float
 """
 
-import time
 import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    api_client,
     config_error_message,
     connection_error_message,
-    too_long,
+    poll,
+    wait_options_problem,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.operator_status import (
@@ -164,23 +165,12 @@ from ansible_collections.gpuops.training.plugins.module_utils.operator_status im
 )
 
 try:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
     KUBERNETES_IMPORT_ERROR = None
-
-
-def api_client(kubeconfig, context):
-    """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
-    try:
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except config.ConfigException:
-        if kubeconfig:
-            raise
-        config.load_incluster_config()
-        return client.ApiClient()
 
 
 def _plain(api, obj):
@@ -285,10 +275,8 @@ def main():
     params = module.params
     if not (params["crds"] or params["deployments"] or params["subscriptions"] or params["cluster_policies"]):
         module.fail_json(msg="name at least one of crds, deployments, subscriptions or cluster_policies")
-    if params["timeout"] < 0 or params["poll_interval"] < 1:
-        module.fail_json(msg="timeout must be 0 or more and poll_interval at least 1 second")
-    if too_long(params, ("timeout", "poll_interval")):
-        module.fail_json(msg=too_long(params, ("timeout", "poll_interval")))
+    if wait_options_problem(params):
+        module.fail_json(msg=wait_options_problem(params))
     namespaced = {}
     for option in ("deployments", "subscriptions"):
         namespaced[option] = []
@@ -303,11 +291,9 @@ def main():
     except Exception as error:  # the kubernetes client raises several unrelated types here
         module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
 
-    started = time.monotonic()
-    deadline = started + params["timeout"]
-    while True:
+    def read_and_judge():
         try:
-            verdicts = judge(
+            return judge(
                 api,
                 params["crds"],
                 namespaced["deployments"],
@@ -320,18 +306,14 @@ def main():
             module.fail_json(
                 msg=connection_error_message(error, api, params["kubeconfig"], "the objects to wait for")
             )
-        elapsed = round(time.monotonic() - started, 1)
-        if all(verdict["done"] for verdict in verdicts):
-            module.exit_json(changed=False, resources=verdicts, elapsed=elapsed)
-        if any(verdict["failed"] for verdict in verdicts):
-            module.fail_json(msg=failure_message(verdicts), resources=verdicts, elapsed=elapsed)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            module.fail_json(
-                msg=timeout_message(verdicts, params["timeout"]), resources=verdicts, elapsed=elapsed
-            )
-        # The last sleep is cut short so the final read happens at the deadline.
-        time.sleep(min(params["poll_interval"], remaining))
+
+    outcome, verdicts, elapsed = poll(read_and_judge, params["timeout"], params["poll_interval"])
+    if outcome == "done":
+        module.exit_json(changed=False, resources=verdicts, elapsed=elapsed)
+    message = (
+        failure_message(verdicts) if outcome == "failed" else timeout_message(verdicts, params["timeout"])
+    )
+    module.fail_json(msg=message, resources=verdicts, elapsed=elapsed)
 
 
 if __name__ == "__main__":

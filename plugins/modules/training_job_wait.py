@@ -198,14 +198,15 @@ from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.job_status import judge, timeout_message
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
+    api_client,
     config_error_message,
     connection_error_message,
-    too_long,
+    wait_options_problem,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
 try:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -221,17 +222,6 @@ CUSTOM_KINDS = {
 
 class ReadError(Exception):
     pass
-
-
-def api_client(kubeconfig, context):
-    """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
-    try:
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except config.ConfigException:
-        if kubeconfig:
-            raise
-        config.load_incluster_config()
-        return client.ApiClient()
 
 
 def read_workload(api, kind, namespace, name):
@@ -285,17 +275,9 @@ def main():
     if KUBERNETES_IMPORT_ERROR:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
-    if (
-        params["timeout"] < 0
-        or params["window"] < 0
-        or params["poll_interval"] < 1
-        or params["slow_after"] < 0
-    ):
-        module.fail_json(
-            msg="timeout, window and slow_after must be 0 or more and poll_interval at least 1 second"
-        )
-    if too_long(params, ("timeout", "window", "poll_interval", "slow_after")):
-        module.fail_json(msg=too_long(params, ("timeout", "window", "poll_interval", "slow_after")))
+    problem = wait_options_problem(params, ("timeout", "window", "slow_after"))
+    if problem:
+        module.fail_json(msg=problem)
     for option in ("name", "namespace"):
         if not params[option].strip():
             module.fail_json(msg="%s must name the workload's %s, got %r" % (option, option, params[option]))

@@ -27,6 +27,7 @@ import pathlib
 import re
 import tempfile
 import threading
+import time
 
 import pytest
 import yaml
@@ -430,7 +431,8 @@ def environment(name, case, module, workspace, cwd, kube_mode):
                 patch.setattr(module, "api_client", lambda kubeconfig, context: object())
                 for reader, serve in case.served.items():
                     patch.setattr(module, reader, serve)
-            patch.setattr(module.time, "sleep", checked_sleep)
+            # The time module itself: the wait modules sleep in their own loop or in k8s_client.poll.
+            patch.setattr(time, "sleep", checked_sleep)
         yield
 
 

@@ -7,6 +7,7 @@ import pathlib
 import pytest
 import yaml
 
+from ansible_collections.gpuops.training.plugins.module_utils import k8s_client
 from ansible_collections.gpuops.training.plugins.modules import mcp_wait
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "mcp"
@@ -40,7 +41,8 @@ def pools_served(monkeypatch):
     monkeypatch.setattr(mcp_wait.client, "CustomObjectsApi", lambda api: object())
     monkeypatch.setattr(mcp_wait, "ApiException", FakeApiException)
     monkeypatch.setattr(mcp_wait, "read_pool", read_pool)
-    monkeypatch.setattr(mcp_wait.time, "sleep", lambda seconds: None)
+    # The shared poll loop sleeps between reads.
+    monkeypatch.setattr(k8s_client.time, "sleep", lambda seconds: None)
     return served, reads
 
 

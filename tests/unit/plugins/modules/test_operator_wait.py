@@ -7,6 +7,7 @@ import pathlib
 import pytest
 import yaml
 
+from ansible_collections.gpuops.training.plugins.module_utils import k8s_client
 from ansible_collections.gpuops.training.plugins.modules import operator_wait
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "operators"
@@ -52,7 +53,8 @@ def served(monkeypatch):
     monkeypatch.setattr(
         operator_wait, "read_cluster_policy", lambda api, name: serve(("clusterpolicy", name))
     )
-    monkeypatch.setattr(operator_wait.time, "sleep", lambda seconds: None)
+    # The shared poll loop sleeps between reads.
+    monkeypatch.setattr(k8s_client.time, "sleep", lambda seconds: None)
     return states, reads
 
 
