@@ -25,6 +25,10 @@ description:
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.training.attributes.read_only
+  - gpuops.training.kubernetes
+
 options:
   pools:
     description: Names of the MachineConfigPools to wait for, for example V(worker).
@@ -63,22 +67,6 @@ options:
     description: Seconds between two reads of the pools.
     type: int
     default: 10
-  kubeconfig:
-    description:
-      - Path to the kubeconfig file. Without it the environment variable
-        E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG) and C(~/.kube/config), then the
-        in-cluster service account are used.
-    type: path
-  context:
-    description: Context of the kubeconfig to use; its current context when not given.
-    type: str
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads the pools; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to show.
 requirements:
   - kubernetes (the Python client)
 seealso:

@@ -30,6 +30,7 @@ version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
 extends_documentation_fragment:
+  - gpuops.training.attributes.read_only
   - gpuops.training.log_sources
 options:
   expect:
@@ -64,13 +65,6 @@ options:
           - No failure may be classified in RV(errors); each one found becomes a message with its remedy.
         type: bool
         default: false
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to show.
 notes:
   - The module never changes anything; it reports C(changed=false).
 seealso:

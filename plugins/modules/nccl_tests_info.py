@@ -28,6 +28,7 @@ version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
 extends_documentation_fragment:
+  - gpuops.training.attributes.read_only
   - gpuops.training.log_sources
 options:
   large_message_bytes:
@@ -81,13 +82,6 @@ options:
           - No C(Test NCCL failure) or other classified error may be in the log.
         type: bool
         default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to show.
 notes:
   - The module never changes anything; it reports C(changed=false).
   - With two nodes NCCL may pick Tree or NVLS and report a busbw above the network's limit; to

@@ -23,6 +23,9 @@ description:
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.training.attributes.read_only
+
 options:
   runtimes:
     description:
@@ -60,13 +63,6 @@ options:
         RV(failures) and succeeds.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to show.
 notes:
   - The memlock of a runtime is that of its running process; a drop-in written since it last
     started does not count until the runtime restarts.

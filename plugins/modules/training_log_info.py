@@ -21,6 +21,7 @@ version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
 extends_documentation_fragment:
+  - gpuops.training.attributes.read_only
   - gpuops.training.log_sources
 options:
   expect:
@@ -57,13 +58,6 @@ options:
       - How many of each rank's last non-metrics lines to keep, to show with a failure.
     type: int
     default: 20
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to show.
 """
 
 EXAMPLES = r"""

@@ -56,8 +56,11 @@ def module_options(name):
     doc = yaml.safe_load(module.DOCUMENTATION)
     options = dict(doc.get("options") or {})
     for fragment in doc.get("extends_documentation_fragment") or []:
-        fragment_module = importlib.import_module(PACKAGE + "doc_fragments." + fragment.split(".")[-1])
-        options.update(yaml.safe_load(fragment_module.ModuleDocFragment.DOCUMENTATION)["options"])
+        # gpuops.training.NAME, or gpuops.training.NAME.VARIABLE for a fragment's other part.
+        name, _dot, variable = fragment.split(".", 2)[2].partition(".")
+        fragment_module = importlib.import_module(PACKAGE + "doc_fragments." + name)
+        text = getattr(fragment_module.ModuleDocFragment, (variable or "documentation").upper())
+        options.update(yaml.safe_load(text).get("options") or {})
     return module, options
 
 
