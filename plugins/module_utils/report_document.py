@@ -14,6 +14,8 @@ import html
 import math
 import os
 
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+
 LOSS_PLOT = "loss.png"
 THROUGHPUT_PLOT = "throughput.png"
 
@@ -88,9 +90,24 @@ def overview_rows(summary):
             ),
         ),  # fmt: skip
         ("Restarts", _text(summary.get("restarts", 0))),
+        ("Locked memory", _memlock_text(summary.get("memlock") or {})),
         ("NCCL", _text((summary.get("nccl") or {}).get("statement"))),
     ]
     return rows
+
+
+def _memlock_text(memlock):
+    """The ranks' RLIMIT_MEMLOCK: what RDMA memory registration gets."""
+    if not memlock.get("ranks_reporting"):
+        return "not reported"
+    if memlock.get("unlimited"):
+        return "unlimited on every rank"
+    limited = memlock.get("limited_ranks") or []
+    smallest = memlock.get("min_bytes")
+    return "limited to as little as %s on ranks %s (RDMA needs unlimited)" % (
+        format_bytes(smallest, "Ki") if isinstance(smallest, int) and smallest >= 0 else "-",
+        ", ".join(str(rank) for rank in limited[:20]) + (" ..." if len(limited) > 20 else ""),
+    )
 
 
 def warnings_with_remedies(summary):

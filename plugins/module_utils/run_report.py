@@ -60,6 +60,7 @@ def build_run_summary(run, training, nccl):
             "images_per_s": rank.get("images_per_s"),
             "attempt": rank.get("attempt"),
             "error": rank.get("error"),
+            "memlock_bytes": rank.get("memlock_bytes"),
         }
         for rank in training.get("ranks") or []
     ]
@@ -92,6 +93,7 @@ def build_run_summary(run, training, nccl):
         "evaluation": _last_evaluation(training.get("evaluations") or []),
         "restarts": training.get("restarts", 0),
         "resumes": training.get("resumes") or [],
+        "memlock": training.get("memlock") or {},
         "nccl": {
             "used": bool(nccl.get("nccl_used")),
             "statement": nccl_statement(nccl, backend),

@@ -18,9 +18,19 @@ import os
 from collections import deque
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
 
 SCHEMA = "gpuops.metrics/v1"
 DEFAULT_TAIL_LINES = 20
+# How the trainer writes an unlimited RLIMIT_MEMLOCK (RLIM_INFINITY).
+MEMLOCK_UNLIMITED = -1
+MEMLOCK_REMEDY = (
+    "RDMA memory registration (ibv_reg_mr) needs an unlimited locked-memory limit, and NCCL "
+    "falls back to sockets without it: apply gpuops.training.crio_limits or "
+    "gpuops.training.containerd_limits on the nodes (gpuops.training.machineconfig_limits on "
+    "OpenShift) and start the pods again; IPC_LOCK alone does not lift the limit for a "
+    "non-root user"
+)
 # Points kept for the loss and throughput curves; a longer run is thinned to every 2nd, 4th,
 # ... step, so memory stays bounded however long the run.
 MAX_CURVE_POINTS = 2048
@@ -279,6 +289,7 @@ class TrainingLogParser:
             "epochs": epochs,
             "steps": self._steps_table(),
             "loss": _loss_trend(epochs),
+            "memlock": _memlock_summary(ranks),
             "throughput": {
                 "images_per_s": _round(sum(e["images_per_s"] for e in epochs[-1:] if e["images_per_s"])),
                 "ranks_counted": epochs[-1]["ranks"] if epochs else 0,
@@ -317,6 +328,8 @@ class TrainingLogParser:
             "first_epoch_loss": epochs[0].get("loss") if epochs else None,
             "last_epoch_loss": epochs[-1].get("loss") if epochs else None,
             "images_per_s": epochs[-1].get("images_per_s") if epochs else last_step.get("images_per_s"),
+            "uid": (state.run_start or {}).get("uid"),
+            "memlock_bytes": _memlock_of(state.run_start),
             "sources": sorted(state.sources),
             "last_lines": list(state.tail),
         }
@@ -347,6 +360,24 @@ class TrainingLogParser:
                 }
             )
         return rows
+
+
+def _memlock_of(run_start):
+    """The soft RLIMIT_MEMLOCK a rank reported (-1 for unlimited), or None if it did not."""
+    value = (run_start or {}).get("memlock_bytes")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= -1 else None
+
+
+def _memlock_summary(ranks):
+    """Which ranks ran with a locked-memory limit, and the smallest one."""
+    known = [(summary["rank"], summary["memlock_bytes"]) for summary in ranks]
+    limited = [(rank, value) for rank, value in known if value is not None and value != MEMLOCK_UNLIMITED]
+    return {
+        "ranks_reporting": [rank for rank, value in known if value is not None],
+        "limited_ranks": [rank for rank, _value in limited],
+        "min_bytes": min((value for _rank, value in limited), default=None),
+        "unlimited": bool(known) and all(value == MEMLOCK_UNLIMITED for _rank, value in known),
+    }
 
 
 def _loss_trend(epochs):
@@ -423,7 +454,33 @@ def check_expectations(result, expect):
             )
     if expect.get("checkpoint") and not result["checkpoints"]:
         failures.append("no checkpoint was written (no 'checkpoint' record in the metrics)")
+    if expect.get("memlock_unlimited"):
+        failures.extend(_memlock_messages(result))
     return failures
+
+
+def _memlock_messages(result):
+    memlock = result.get("memlock") or {}
+    reporting = set(memlock.get("ranks_reporting") or [])
+    silent = [summary["rank"] for summary in result["ranks"] if summary["rank"] not in reporting]
+    messages = []
+    if memlock.get("limited_ranks"):
+        limits = {summary["rank"]: summary["memlock_bytes"] for summary in result["ranks"]}
+        described = ", ".join(
+            "%d (%s)" % (rank, format_bytes(limits[rank], "Ki")) for rank in memlock["limited_ranks"][:20]
+        )
+        more = len(memlock["limited_ranks"]) - 20
+        messages.append(
+            "ranks %s%s run with a locked-memory limit (RLIMIT_MEMLOCK), expected unlimited: %s"
+            % (described, " and %d more" % more if more > 0 else "", MEMLOCK_REMEDY)
+        )
+    if silent or not result["ranks"]:
+        messages.append(
+            "ranks %s did not report their locked-memory limit (no memlock_bytes in their run_start "
+            "record: a trainer from before that field, or ranks that never started)"
+            % (_ranks_text(silent[:20]) if silent else "(none reported)")
+        )
+    return messages
 
 
 def _unfinished_rank_messages(result):

@@ -15,8 +15,8 @@ description:
   - Reports per-rank progress and status, the loss per epoch averaged over ranks, throughput,
     checkpoints, resumes and restarts, and which rank failed first according to torchrun.
   - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
-    a loss that did not fall, no checkpoint) into a failure whose message names the rank and
-    shows its last lines.
+    a loss that did not fall, no checkpoint, a locked-memory limit where RDMA needs none) into
+    a failure whose message names the rank and shows its last lines.
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
@@ -51,6 +51,14 @@ options:
       checkpoint:
         description:
           - At least one checkpoint must have been written.
+        type: bool
+        default: false
+      memlock_unlimited:
+        description:
+          - Every rank must report an unlimited locked-memory limit (RLIMIT_MEMLOCK) in its C(run_start)
+            record, as RDMA memory registration needs. The process's own limit is what counts - the node's
+            configuration file or C(IPC_LOCK) alone do not say what a container gets.
+          - A rank with a limit is named with it and the remedy.
         type: bool
         default: false
   tail_lines:
@@ -122,6 +130,11 @@ ranks:
     first_epoch_loss: {description: Mean loss of the first epoch., type: float, returned: always}
     last_epoch_loss: {description: Mean loss of the last epoch., type: float, returned: always}
     images_per_s: {description: Throughput of the last epoch on this rank., type: float, returned: always}
+    uid: {description: User id the rank ran as (null when not reported)., type: int, returned: always}
+    memlock_bytes:
+      description: The rank's soft RLIMIT_MEMLOCK in bytes, C(-1) for unlimited, null when not reported.
+      type: int
+      returned: always
     last_lines: {description: Last non-metrics lines the rank printed., type: list, elements: str, returned: always}
 epochs:
   description: Per epoch, the loss averaged over ranks and the throughput summed over ranks.
@@ -143,6 +156,14 @@ loss:
   returned: always
   type: dict
   sample: {"first": 1.62, "last": 0.91, "fell": true, "change_pct": -43.8, "finite": true}
+memlock:
+  description:
+    - The locked-memory limits the ranks ran with - C(ranks_reporting), C(limited_ranks) (a limit other
+      than unlimited), C(min_bytes) (the smallest such limit, null when none) and C(unlimited) (every rank
+      reported unlimited).
+  returned: always
+  type: dict
+  sample: {"ranks_reporting": [0, 1], "limited_ranks": [0, 1], "min_bytes": 8388608, "unlimited": false}
 throughput:
   description: Images per second of the last epoch, summed over ranks.
   returned: always
@@ -207,6 +228,7 @@ def main():
                 "min_epochs": {"type": "int"},
                 "loss_decreases": {"type": "bool", "default": False},
                 "checkpoint": {"type": "bool", "default": False},
+                "memlock_unlimited": {"type": "bool", "default": False},
             },
         },
         tail_lines={"type": "int", "default": 20},

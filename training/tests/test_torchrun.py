@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,15 +56,26 @@ class Run:
         return [r for r in self.records(rank) if r["event"] == event]
 
 
-def torchrun(output_dir: Path, *extra: str, env: dict, torchrun_args=()) -> Run:
+# The main run's soft locked-memory limit: lowered from what this machine gives (any process
+# may lower its own), so the ranks' report of it is checked against a value the test chose.
+MEMLOCK_SOFT = 1 << 20
+
+
+def lower_memlock() -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (MEMLOCK_SOFT, hard))
+
+
+def torchrun(output_dir: Path, *extra: str, env: dict, torchrun_args=(), preexec_fn=None) -> Run:
     command = [
         PYTHON, "-m", "torch.distributed.run", "--standalone",
         f"--nproc_per_node={WORLD_SIZE}", *torchrun_args,
         "-m", "gpuops_trainer.train", "--output-dir", str(output_dir), *COMMON, *extra,
     ]  # fmt: skip
     result = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=600, check=False
-    )
+        command, capture_output=True, text=True, env=env, timeout=600, check=False,
+        preexec_fn=preexec_fn,
+    )  # fmt: skip
     return Run(output_dir, result)
 
 
@@ -84,7 +96,7 @@ def trained(tmp_path_factory, env) -> Run:
     run = torchrun(
         output_dir, "--epochs", str(EPOCHS), "--synthetic-images", str(IMAGES),
         "--synthetic-val-images", str(IMAGES), "--synthetic-val-seed", "0",
-        "--dist-timeout-s", "120", env=env,
+        "--dist-timeout-s", "120", env=env, preexec_fn=lower_memlock,
     )  # fmt: skip
     assert run.result.returncode == 0, run.result.stderr[-4000:]
     return run
@@ -100,6 +112,11 @@ def test_every_rank_reports_start_steps_epochs_and_end(trained):
         assert (start["backend"], start["device"], start["start_epoch"]) == ("gloo", "cpu", 0)
         assert start["train_images"] == IMAGES and start["resumed_from"] is None
         assert start["collective_timeout_s"] == 120  # explicit, not torch's default
+        # What the rank itself runs with (RDMA needs -1, unlimited), not what a file says.
+        hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        assert start["memlock_bytes"] == MEMLOCK_SOFT
+        assert start["memlock_max_bytes"] == (-1 if hard == resource.RLIM_INFINITY else hard)
+        assert start["uid"] == os.getuid()
         steps = trained.events(rank, "step")
         assert [(s["epoch"], s["iter"]) for s in steps] == [
             (e, i) for e in range(EPOCHS) for i in range(STEPS)

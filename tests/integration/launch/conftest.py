@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import resource
 import secrets
 import subprocess
 import sys
@@ -47,6 +48,14 @@ TRAINER_ARGS = [
     "--print-freq=2",
     "--threads=1",
 ]
+# The ranks' soft locked-memory limit in that run, lowered from whatever this machine gives
+# (any process may lower its own), so the verdicts on it do not depend on the machine.
+TRAINER_MEMLOCK_BYTES = 1 << 20
+
+
+def lower_memlock():
+    _soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (TRAINER_MEMLOCK_BYTES, hard))
 
 
 @pytest.fixture(scope="session")
@@ -72,8 +81,9 @@ def trainer_rank_logs(tmp_path_factory):
         filter(None, [str(REPO_ROOT / "training" / "src"), env.get("PYTHONPATH")])
     )
     completed = subprocess.run(
-        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False,
+        preexec_fn=lower_memlock,
+    )  # fmt: skip
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     logs = {}
     for rank in (0, 1):

@@ -51,6 +51,10 @@ def launch_vars(cluster, namespace, runs_dir, launcher, **extra):
         "training_job_poll_interval_s": 1,
         # Room for the log server to serve each pod's log while it runs.
         "training_job_pod_annotations": {"gpuops.test/run-duration": "4s"},
+        # The ranks' logs come from a run on this machine with a 1 MiB locked-memory limit
+        # (conftest); a cluster with the limits roles applied reports unlimited. The verdict on
+        # it is checked by test_a_locked_memory_limit_under_the_ib_profile_fails_with_the_remedy.
+        "training_verify_memlock_unlimited": False,
     }
     settings.update(extra)
     return settings
@@ -151,6 +155,8 @@ def assert_verified_over_ib(run, runs_dir, pod_count=2):
     assert len(list((run_dir / "logs").glob("*.log"))) == pod_count
     assert (run_dir / "report.html").is_file() and (run_dir / "loss.png").is_file()
     assert "transport IB" in (run_dir / "report.md").read_text()
+    # Not checked here (launch_vars), but reported.
+    assert summary["memlock"]["limited_ranks"] == [0, 1]
     return run_dir, summary
 
 
@@ -309,6 +315,35 @@ def test_a_socket_fallback_under_the_ib_profile_fails_with_the_remedy(
     # The operator's init container (requests below limits) makes the Worker Burstable.
     assert [c["name"] for c in pods["worker"]["spec"]["initContainers"]] == ["init-pytorch"]
     assert pods["worker"]["status"]["qosClass"] == "Burstable"
+
+
+def test_a_locked_memory_limit_under_the_ib_profile_fails_with_the_remedy(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, trainer_rank_logs, tmp_path
+):
+    """NCCL's own lines say IB here; the ranks' run_start records say what their processes got.
+    With the check left to auto, the IB fabric profile turns it on."""
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        "indexed_job",
+        training_verify_memlock_unlimited="auto",
+    )
+    run, _seconds, _server = run_with_logs(
+        run_playbook, k8s_cluster, launch_namespace, settings, node_logs(trainer_rank_logs, IB_LOG)
+    )
+    assert run.rc != 0, run
+    output = " ".join(run.output.split())
+    assert (
+        "ranks 0 (1Mi), 1 (1Mi) run with a locked-memory limit (RLIMIT_MEMLOCK), expected unlimited" in output
+    ), output
+    assert "gpuops.training.crio_limits" in output and "IPC_LOCK alone" in output
+    run_dir = only_run_dir(tmp_path / "runs")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdict"] == "failed" and summary["nccl"]["transport"] == "IB"
+    assert (
+        "| Locked memory | limited to as little as 1Mi on ranks 0, 1" in (run_dir / "report.md").read_text()
+    )
 
 
 def test_a_pod_that_never_schedules_ends_at_the_deadline_naming_it_and_the_reason(

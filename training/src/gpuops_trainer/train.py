@@ -49,6 +49,7 @@ from .engine import LoopOptions, TrainState, train_one_epoch
 from .errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ConfigError, InjectedFault, TrainerError
 from .evaluate import evaluate
 from .faults import parse_fault
+from .limits import memlock_limits
 from .lr import SCHEDULES, build_lr_scheduler
 from .metrics import MetricsWriter, restart_attempt
 from .models import MODELS, build_model
@@ -650,6 +651,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         )
     start_epoch = state.epoch
 
+    memlock_bytes, memlock_max_bytes = memlock_limits()
     metrics.emit(
         "run_start",
         model=args.model,
@@ -671,6 +673,9 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         start_epoch_batches=state.epoch_batches,
         resumed_from=resumed_from,
         global_step=state.global_step,
+        uid=os.getuid(),
+        memlock_bytes=memlock_bytes,
+        memlock_max_bytes=memlock_max_bytes,
     )
 
     def save_checkpoint() -> None:

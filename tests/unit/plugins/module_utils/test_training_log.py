@@ -288,3 +288,53 @@ def test_a_long_run_is_thinned_to_a_bounded_curve_that_still_spans_the_run():
     assert curve[-1]["step"] > steps - 2 * strides.pop()
     assert all(point["images_per_s_per_rank"] == 5.0 for point in curve)
     assert curve[0]["loss"] > curve[-1]["loss"]
+
+
+def memlock_run(limits):
+    """Two ranks whose run_start reports ``limits[rank]`` (left out when None)."""
+    lines = []
+    for rank, limit in enumerate(limits):
+        fields = {} if limit is None else {"memlock_bytes": limit, "memlock_max_bytes": limit, "uid": 1000}
+        lines.append(record("run_start", rank, **fields))
+        lines.append(record("run_end", rank, status="ok", epochs_completed=0, step=0))
+    return parse_training_logs([LogSource("pod.log", text="\n".join(lines))])
+
+
+def test_ranks_that_run_with_unlimited_locked_memory_meet_the_rdma_expectation():
+    result = memlock_run([-1, -1])
+    assert result["memlock"] == {
+        "ranks_reporting": [0, 1],
+        "limited_ranks": [],
+        "min_bytes": None,
+        "unlimited": True,
+    }
+    assert [rank["memlock_bytes"] for rank in result["ranks"]] == [-1, -1]
+    assert [rank["uid"] for rank in result["ranks"]] == [1000, 1000]
+    assert check_expectations(result, {"memlock_unlimited": True}) == []
+
+
+def test_a_locked_memory_limit_is_named_per_rank_with_the_remedy():
+    result = memlock_run([-1, 8 << 20])
+    assert result["memlock"]["limited_ranks"] == [1] and result["memlock"]["min_bytes"] == 8 << 20
+    assert result["memlock"]["unlimited"] is False
+    # Not asked for: nothing fails.
+    assert check_expectations(result, {}) == []
+    (message,) = check_expectations(result, {"memlock_unlimited": True})
+    assert message.startswith(
+        "ranks 1 (8Mi) run with a locked-memory limit (RLIMIT_MEMLOCK), expected unlimited: "
+    )
+    for remedy in ("ibv_reg_mr", "gpuops.training.crio_limits", "containerd_limits", "machineconfig_limits"):
+        assert remedy in message
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ([-1, None], "ranks 1 did not report their locked-memory limit"),
+        ([], "ranks (none reported) did not report their locked-memory limit"),
+        ([65536, True], "ranks 0 (64Ki) run with a locked-memory limit"),
+    ],
+)
+def test_a_limit_that_cannot_be_verified_is_a_failure_when_asked_for(limits, message):
+    result = memlock_run(limits)
+    assert any(message in failure for failure in check_expectations(result, {"memlock_unlimited": True}))

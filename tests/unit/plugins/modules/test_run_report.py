@@ -28,7 +28,13 @@ def metrics_lines(rank, losses, world_size=2):
         return json.dumps({"schema": SCHEMA, "event": event, "rank": rank, "world_size": world_size,
                            "host": "node-%d" % rank, "attempt": 0, **fields})  # fmt: skip
 
-    lines = [record("run_start", backend="nccl", model="retinanet_resnet50_fpn", device="cuda")]
+    # Rank 1 runs with containerd's usual 8 MiB locked-memory limit, rank 0 unlimited.
+    memlock = -1 if rank == 0 else 8 << 20
+    lines = [
+        record(
+            "run_start", backend="nccl", model="retinanet_resnet50_fpn", device="cuda", memlock_bytes=memlock
+        )
+    ]
     step = 0
     for epoch, epoch_losses in enumerate(losses):
         for loss in epoch_losses:
@@ -76,6 +82,9 @@ def test_the_report_has_every_section_with_remedies_and_relative_log_links(run_m
         assert "RLIMIT_MEMLOCK" in text  # the memory-registration remedy from the classifier
         assert "node-0" in text and "node-1" in text
         assert "loss.png" in text and "throughput.png" in text
+    assert "| Locked memory | limited to as little as 8Mi on ranks 1 (RDMA needs unlimited) |" in markdown
+    assert summary["memlock"]["limited_ranks"] == [1]
+    assert [rank["memlock_bytes"] for rank in summary["ranks"]] == [-1, 8 << 20]
     assert "](logs/rank0.log)" in markdown
     assert "*" not in markdown.split("## Logs")[1]  # globs expanded to the files
     assert 'href="logs/rank1.log"' in page
