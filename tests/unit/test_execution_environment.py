@@ -61,6 +61,9 @@ def test_ansible_builder_creates_a_build_context_with_the_collections_requiremen
             str(DEFINITION),
             "--context",
             str(tmp_path / "context"),
+            # Otherwise the name follows the runtime it finds on the PATH (a Dockerfile where only docker is).
+            "--output-filename",
+            "Containerfile",
         ],  # fmt: skip
         capture_output=True,
         text=True,

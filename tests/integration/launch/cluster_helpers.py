@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import threading
 import time
@@ -22,7 +21,8 @@ from datetime import datetime, timezone
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Real NCCL logs people published (see its README.md and INDEX.jsonl).
-NCCL_FIXTURES = pathlib.Path(os.environ.get("GPUOPS_NCCL_FIXTURES", "/work/shared/fixtures/nccl"))
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+NCCL_FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published"
 
 
 def nccl_lines_by_host(path):

@@ -7,7 +7,7 @@ tests/integration/cluster/conftest.py). The playbooks run with the installed col
 The pods the launchers create run on kwok's simulated GPU nodes, so nothing runs in them:
 their logs are served by the harness. Each pod's log is composed of real output - one rank
 of a real two-rank gloo torchrun run of the trainer, made once per session here, and the
-NCCL lines of one host of a real NCCL log from /work/shared/fixtures/nccl.
+NCCL lines of one host of a real NCCL log from tests/unit/fixtures/nccl/published.
 """
 
 from __future__ import annotations

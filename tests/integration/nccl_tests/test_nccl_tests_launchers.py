@@ -3,7 +3,7 @@
 ssh: two inventory hosts; mpirun on the first one starts the ranks on both. There is no MPI
 or GPU here, so mpirun is a stand-in that records its command line (and its parent's: the
 timeout around it) and prints what the real all_reduce_perf printed on two A3 Mega nodes
-(/work/shared/fixtures/nccl).
+(tests/unit/fixtures/nccl/published).
 
 mpijob: against the harness's real kube-apiserver, scheduler and Training Operator, an MPIJob
 per collective; kwok runs its pods (the harness renews the simulated nodes' Leases) and

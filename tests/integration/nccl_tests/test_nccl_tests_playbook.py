@@ -2,7 +2,7 @@
 
 There is no GPU here, so the benchmark binaries are stand-ins that record the command line
 they were given and print what the real binaries printed on real clusters (published logs
-from ../shared/fixtures/nccl): the role, the parsers and the verdict are the real ones.
+from tests/unit/fixtures/nccl/published): the role, the parsers and the verdict are the real ones.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "nccl"
+FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published"
 OUTPUT_OF = {
     # 16 ranks on two A3 Mega nodes (8 x H100 each), all_reduce, peak busbw 338.82 GB/s.
     "all_reduce": FIXTURES / "gcp-a3mega-allreduce-16rank-table-only.log",

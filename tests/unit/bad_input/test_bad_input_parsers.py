@@ -33,7 +33,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import 
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 FIXTURE_DIRS = [
-    pathlib.Path(os.environ.get("GPUOPS_NCCL_FIXTURES") or REPO_ROOT.parent / "shared" / "fixtures" / "nccl"),
+    REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published",
     REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl",
 ]
 SCHEMA = training_log_module.SCHEMA

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
@@ -18,21 +17,15 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import parse_nccl_tests
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
-SHARED_FIXTURES = pathlib.Path(
-    os.environ.get("GPUOPS_NCCL_FIXTURES") or REPO_ROOT / ".." / "shared" / "fixtures" / "nccl"
-)
 OWN_FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl"
+# Real logs people published (provenance in its README.md and INDEX.jsonl).
+PUBLISHED_FIXTURES = OWN_FIXTURES / "published"
 
 
 def index_cases():
     cases = []
-    for directory in (SHARED_FIXTURES, OWN_FIXTURES):
+    for directory in (PUBLISHED_FIXTURES, OWN_FIXTURES):
         index = directory / "INDEX.jsonl"
-        if not index.is_file():
-            cases.append(
-                pytest.param(None, None, marks=pytest.mark.skip(reason="no fixtures at %s" % directory))
-            )
-            continue
         for line in index.read_text().splitlines():
             if line.strip():
                 entry = json.loads(line)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +14,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import 
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
 FIXTURE_DIRS = [
-    pathlib.Path(os.environ.get("GPUOPS_NCCL_FIXTURES") or REPO_ROOT / ".." / "shared" / "fixtures" / "nccl"),
+    REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published",
     REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl",
 ]
 

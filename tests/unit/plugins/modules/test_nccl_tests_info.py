@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest
@@ -10,16 +9,11 @@ import pytest
 from ansible_collections.gpuops.training.plugins.modules import nccl_tests_info
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
-SHARED = pathlib.Path(
-    os.environ.get("GPUOPS_NCCL_FIXTURES") or REPO_ROOT / ".." / "shared" / "fixtures" / "nccl"
-)
-TWO_TABLES = SHARED / "nccltests-2287-2rank-alltoall-sendrecv-tables.log"
-FAILED_THEN_OK = SHARED / "nccltests-2287-alltoall-remote-exited-then-sendrecv.log"
-
-needs_shared = pytest.mark.skipif(not TWO_TABLES.is_file(), reason="no shared fixtures at %s" % SHARED)
+PUBLISHED = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published"
+TWO_TABLES = PUBLISHED / "nccltests-2287-2rank-alltoall-sendrecv-tables.log"
+FAILED_THEN_OK = PUBLISHED / "nccltests-2287-alltoall-remote-exited-then-sendrecv.log"
 
 
-@needs_shared
 def test_two_tables_pass_against_a_line_rate_they_reach(run_module):
     run = run_module(
         nccl_tests_info.main,
@@ -40,7 +34,6 @@ def test_two_tables_pass_against_a_line_rate_they_reach(run_module):
     assert run.result["hosts"] == ["cnode2-001", "cnode2-016"]
 
 
-@needs_shared
 def test_a_bandwidth_below_the_share_fails_naming_expected_and_found(run_module):
     run = run_module(
         nccl_tests_info.main,
@@ -54,7 +47,6 @@ def test_a_bandwidth_below_the_share_fails_naming_expected_and_found(run_module)
     assert run.result["busbw_share"] == pytest.approx(0.5444)
 
 
-@needs_shared
 def test_a_failed_test_fails_by_default_and_check_mode_reads_the_same(run_module):
     run = run_module(nccl_tests_info.main, {"paths": [str(FAILED_THEN_OK)]}, check_mode=True)
     assert run.failed

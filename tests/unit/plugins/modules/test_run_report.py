@@ -19,7 +19,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.run_report import 
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import SCHEMA, parse_training_logs
 from ansible_collections.gpuops.training.plugins.modules import run_report
 
-NCCL_FIXTURES = pathlib.Path(__file__).resolve().parents[4].parent / "shared" / "fixtures" / "nccl"
+NCCL_FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "nccl" / "published"
 REGMR_FAILURE = NCCL_FIXTURES / "perlmutter-ofi-cxi-2node-regmr-fail.log"
 
 
