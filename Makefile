@@ -46,7 +46,16 @@ harness-build: $(STAMP)
 	$(BIN)/python tests/harness/k8s_harness.py build
 	$(BIN)/python tests/harness/sources.py helm
 
+# torch with its CUDA libraries makes .venv about 6.3 GiB, and pip needs about 3 GiB more while
+# it installs: say so at once rather than with pip's "No space left on device" minutes later.
+VENV_FREE_GIB := 9
 $(STAMP): requirements-dev.txt constraints.txt training/pyproject.toml
+	@free_kib=$$(df -Pk . | awk 'NR == 2 {print $$4}'); \
+	if (( free_kib < $(VENV_FREE_GIB) * 1024 * 1024 )); then \
+	  echo "$(VENV) needs about $(VENV_FREE_GIB) GiB free on the filesystem of $(CURDIR) while it installs;" \
+	    "it has $$(( free_kib / 1024 )) MiB free. Free some space (make clean removes this checkout's builds) and rerun." >&2; \
+	  exit 1; \
+	fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt -e training
