@@ -150,7 +150,7 @@ sanity: $(TARBALL) system-packages
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
 integration: collection harness-build
-	$(BIN)/python -m pytest tests/integration
+	$(BIN)/python -m pytest --durations=15 tests/integration
 
 MOLECULE_SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 molecule: collection node-image harness-build
