@@ -473,3 +473,25 @@ def test_a_manifest_that_is_not_kubernetes_objects_is_refused_before_any_api_cal
     assert (
         "secondary_networks_multus_manifest %s is not a file" % (tmp_path / "nowhere.yml") in missing.output
     )
+
+
+def test_a_manifest_without_the_awaited_daemonset_is_refused_before_any_api_call(tmp_path, run_role):
+    manifest = tmp_path / "multus.yml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: kube-multus-ds, namespace: multus-system}\n"
+        "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: whereabouts}\n"
+    )
+    variables = {
+        "secondary_networks_kubeconfig": str(tmp_path / "absent-kubeconfig"),
+        "secondary_networks_multus_manifest": str(manifest),
+    }
+    run = run_role("secondary_networks", variables)
+    assert run.rc != 0
+    message = " ".join(run.output.split())
+    assert "creates no DaemonSet kube-system/kube-multus-ds" in message, run.output
+    assert "its DaemonSets: multus-system/kube-multus-ds, default/whereabouts." in message, run.output
+    # Pointed at the manifest's own DaemonSet, the settings pass the check and the role goes on
+    # to the API server (absent here), so the failure is the connection's, not the check's.
+    run = run_role("secondary_networks", dict(variables, secondary_networks_multus_namespace="multus-system"))
+    assert run.rc != 0 and "creates no DaemonSet" not in run.output
+    assert "Apply each object of the Multus manifest" in run.output, run.output
