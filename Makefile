@@ -48,7 +48,10 @@ harness-build: $(STAMP)
 
 # torch with its CUDA libraries makes .venv about 6.3 GiB, and pip needs about 3 GiB more while
 # it installs: say so at once rather than with pip's "No space left on device" minutes later.
+# pip unpacks its downloads under TMPDIR, which is pointed into .build so that everything it
+# writes lands on the filesystem checked here (a small tmpfs /tmp would fail otherwise).
 VENV_FREE_GIB := 9
+PIP_TMP := .build/pip-tmp
 $(STAMP): requirements-dev.txt constraints.txt training/pyproject.toml
 	@free_kib=$$(df -Pk . | awk 'NR == 2 {print $$4}'); \
 	if (( free_kib < $(VENV_FREE_GIB) * 1024 * 1024 )); then \
@@ -57,8 +60,10 @@ $(STAMP): requirements-dev.txt constraints.txt training/pyproject.toml
 	  exit 1; \
 	fi
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt -e training
+	rm -rf $(PIP_TMP) && mkdir -p $(PIP_TMP)
+	TMPDIR=$(CURDIR)/$(PIP_TMP) $(BIN)/python -m pip install --quiet --upgrade pip
+	TMPDIR=$(CURDIR)/$(PIP_TMP) $(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt -e training
+	rm -rf $(PIP_TMP)
 	touch $@
 
 venv: $(STAMP)
