@@ -115,8 +115,7 @@ BACKGROUND_LOG := .build/background-builds.log
 test: system-packages venv
 	@mkdir -p .build
 	@set -m; \
-	( $(BIN)/python tests/harness/k8s_harness.py build && $(BIN)/python tests/harness/sources.py helm \
-	  && tests/podman/build-node-image.sh ) > $(BACKGROUND_LOG) 2>&1 & \
+	$(MAKE) --no-print-directory harness-build node-image > $(BACKGROUND_LOG) 2>&1 & \
 	builder=$$!; \
 	trap 'kill -- -$$builder 2>/dev/null || true' EXIT INT TERM; \
 	echo "building the harness binaries, helm and the node image in the background (log: $(BACKGROUND_LOG))"; \
