@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -37,6 +38,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Run as a script, this module is __main__; real_node.py imports it as k8s_harness, which
+# must be this same module (one HarnessError class, one set of constants).
+if __name__ == "__main__":
+    sys.modules.setdefault("k8s_harness", sys.modules[__name__])
+
 HARNESS_SOURCE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = HARNESS_SOURCE_DIR.parents[1]
 GO_MODULE_DIR = HARNESS_SOURCE_DIR / "go"
@@ -50,6 +56,9 @@ TRAINING_OPERATOR_VERSION = "v1.9.2"
 
 # Annotation that tells kwok a node is simulated (its --manage-nodes-with-annotation-selector).
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# The image of the Training Operator's PyTorch init container, built locally by the real
+# node (real_node.py) so that it runs without a registry.
+BUSYBOX_IMAGE = "localhost/gpuops-harness/busybox:1"
 
 # Binaries of the control-plane module (built with one `go build`) and of the
 # separate training-operator module.
@@ -59,6 +68,8 @@ CONTROL_PLANE_PACKAGES = {
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    # The real node's kubelet (real_node.py); built here to share the Kubernetes version.
+    "kubelet": "k8s.io/kubernetes/cmd/kubelet",
     "kwok": "sigs.k8s.io/kwok/cmd/kwok",
 }
 OPERATOR_BINARY = "training-operator"
@@ -171,6 +182,12 @@ DEFAULT_PORTS = {
     "kwok": 20250,
     "training-operator-metrics": 18080,
     "training-operator-health": 18081,
+    # The real node (real_node.py), used only when it is up: kubelet listens on the
+    # node's bridge address, the rest on 127.0.0.1.
+    "real-node-kubelet": 20270,
+    "real-node-kubelet-healthz": 20271,
+    "real-node-coredns-health": 20272,
+    "real-node-coredns-ready": 20273,
 }
 LOOPBACK = "127.0.0.1"
 START_ORDER = (
@@ -708,6 +725,109 @@ def tail(path: Path, lines: int = 25) -> str:
     return "\n".join(content[-lines:])
 
 
+class Supervisor:
+    """Processes started in their own sessions, recorded by pid and start time, with logs.
+
+    Used for the harness's components and for any daemon a test starts on its own (the
+    real node's CRI-O can run without the rest): <state>/pids/<name>.pid, <state>/logs/<name>.log.
+    """
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        self.logs_dir = state_dir / "logs"
+        self.pids_dir = state_dir / "pids"
+
+    def pid_file(self, name: str) -> Path:
+        return self.pids_dir / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.logs_dir / f"{name}.log"
+
+    def recorded_pid(self, name: str) -> int | None:
+        """The pid of a component that is still the process we started."""
+        try:
+            pid_text, start_time = self.pid_file(name).read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        reap(pid)
+        return pid if process_start_time(pid) == start_time else None
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.pids_dir.mkdir(parents=True, exist_ok=True)
+        log_file = self.log_file(name)
+        with log_file.open("ab") as sink:
+            sink.write(f"\n==== {dt.datetime.now().isoformat()} {' '.join(args)}\n".encode())
+            sink.flush()
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=self.state_dir,
+                env={**os.environ, **(env or {})},
+                # Own session = own process group: `down` signals the group,
+                # and a Ctrl-C in the terminal does not reach the cluster.
+                start_new_session=True,
+            )
+        start_time = process_start_time(process.pid) or "0"
+        self.pid_file(name).write_text(f"{process.pid} {start_time}\n")
+
+    def stop(
+        self, name: str, timeout: float = 20.0, ports: dict[str, int] | None = None, whole_group: bool = True
+    ) -> None:
+        """SIGTERM the process (its whole group by default), SIGKILL it if it lingers,
+        then wait until its ports are closed so the next start can bind them."""
+        pid = self.recorded_pid(name)
+        if pid is None:
+            self.pid_file(name).unlink(missing_ok=True)
+            return
+        send = os.killpg if whole_group else os.kill
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                send(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.recorded_pid(name) == pid:
+                time.sleep(0.1)
+            if self.recorded_pid(name) != pid:
+                break
+            if sig == signal.SIGTERM:
+                log(f"{name} (pid {pid}) ignored SIGTERM for {timeout:.0f}s; killing it")
+        else:
+            log(f"warning: {name} (pid {pid}) survived SIGKILL")
+        self.pid_file(name).unlink(missing_ok=True)
+        for port_name, port in (ports or {}).items():
+            deadline = time.monotonic() + 30
+            while not port_is_free(port) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not port_is_free(port):
+                log(f"warning: port {port} ({port_name}) is still in use after stopping {name}")
+
+    def wait_ready(self, name: str, probe, timeout: float) -> None:
+        """Poll `probe()` until true; fail early when the process has died."""
+        deadline = time.monotonic() + timeout
+        last_error = ""
+        while time.monotonic() < deadline:
+            if self.recorded_pid(name) is None:
+                raise HarnessError(
+                    f"{name} exited during start-up; last lines of {self.log_file(name)}:\n"
+                    f"{tail(self.log_file(name))}"
+                )
+            try:
+                if probe():
+                    return
+            except (OSError, urllib.error.URLError, subprocess.SubprocessError) as exc:
+                last_error = str(exc)
+            time.sleep(0.2)
+        raise HarnessError(
+            f"{name} was not ready within {timeout:.0f}s ({last_error or 'probe failed'}); "
+            f"last lines of {self.log_file(name)}:\n{tail(self.log_file(name))}"
+        )
+
+
 @dataclass
 class ComponentStatus:
     name: str
@@ -767,10 +887,25 @@ class Harness:
         self.builder = Builder(self.config.cache_dir)
         self.pki = Pki(self.state_dir / "pki")
         self.kubeconfig = self.state_dir / "kubeconfig"
-        self.logs_dir = self.state_dir / "logs"
-        self.pids_dir = self.state_dir / "pids"
+        self.processes = Supervisor(self.state_dir)
+        self.logs_dir = self.processes.logs_dir
+        self.pids_dir = self.processes.pids_dir
         self.state_file = self.state_dir / "state.json"
         self._bin_dir: Path | None = None
+        self._real_node = None
+
+    @property
+    def real_node(self):
+        """The real kubelet + CRI-O node (real_node.py), up only when asked for."""
+        if self._real_node is None:
+            from real_node import RealNode
+
+            self._real_node = RealNode(self)
+        return self._real_node
+
+    def real_node_present(self) -> bool:
+        """Whether a real node was started from this state directory (up or partly)."""
+        return (self.state_dir / "real-node" / "state.json").exists()
 
     # ---- state ----------------------------------------------------------
 
@@ -802,95 +937,24 @@ class Harness:
     def server_url(self) -> str:
         return f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"
 
-    # ---- processes ------------------------------------------------------
-
-    def _pid_file(self, name: str) -> Path:
-        return self.pids_dir / f"{name}.pid"
+    # ---- processes (see Supervisor) ---------------------------------------
 
     def _log_file(self, name: str) -> Path:
-        return self.logs_dir / f"{name}.log"
+        return self.processes.log_file(name)
 
     def _recorded_pid(self, name: str) -> int | None:
-        """The pid of a component that is still the process we started."""
-        try:
-            pid_text, start_time = self._pid_file(name).read_text().split()
-            pid = int(pid_text)
-        except (OSError, ValueError):
-            return None
-        reap(pid)
-        return pid if process_start_time(pid) == start_time else None
+        return self.processes.recorded_pid(name)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.pids_dir.mkdir(parents=True, exist_ok=True)
-        log_file = self._log_file(name)
-        with log_file.open("ab") as sink:
-            sink.write(f"\n==== {dt.datetime.now().isoformat()} {' '.join(args)}\n".encode())
-            sink.flush()
-            process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                cwd=self.state_dir,
-                env={**os.environ, **(env or {})},
-                # Own session = own process group: `down` signals the group,
-                # and a Ctrl-C in the terminal does not reach the cluster.
-                start_new_session=True,
-            )
-        start_time = process_start_time(process.pid) or "0"
-        self._pid_file(name).write_text(f"{process.pid} {start_time}\n")
+        self.processes.spawn(name, args, env)
 
     def _stop(self, name: str, timeout: float = 20.0) -> None:
-        """SIGTERM the component's process group, SIGKILL it if it lingers,
-        then wait until its ports are closed so the next `up` can bind them."""
-        pid = self._recorded_pid(name)
-        if pid is None:
-            self._pid_file(name).unlink(missing_ok=True)
-            return
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and self._recorded_pid(name) == pid:
-                time.sleep(0.1)
-            if self._recorded_pid(name) != pid:
-                break
-            if sig == signal.SIGTERM:
-                log(f"{name} (pid {pid}) ignored SIGTERM for {timeout:.0f}s; killing it")
-        else:
-            log(f"warning: {name} (pid {pid}) survived SIGKILL")
-        self._pid_file(name).unlink(missing_ok=True)
-        for port_name in COMPONENT_PORTS[name]:
-            port = self.ports[port_name]
-            deadline = time.monotonic() + 30
-            while not port_is_free(port) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if not port_is_free(port):
-                log(f"warning: port {port} ({port_name}) is still in use after stopping {name}")
+        self.processes.stop(
+            name, timeout, ports={port: self.ports[port] for port in COMPONENT_PORTS.get(name, ())}
+        )
 
     def _wait_ready(self, name: str, probe, timeout: float) -> None:
-        """Poll `probe()` until true; fail early when the process has died."""
-        deadline = time.monotonic() + timeout
-        last_error = ""
-        while time.monotonic() < deadline:
-            if self._recorded_pid(name) is None:
-                raise HarnessError(
-                    f"{name} exited during start-up; last lines of {self._log_file(name)}:\n"
-                    f"{tail(self._log_file(name))}"
-                )
-            try:
-                if probe():
-                    return
-            except (OSError, urllib.error.URLError, subprocess.SubprocessError) as exc:
-                last_error = str(exc)
-            time.sleep(0.2)
-        raise HarnessError(
-            f"{name} was not ready within {timeout:.0f}s ({last_error or 'probe failed'}); "
-            f"last lines of {self._log_file(name)}:\n{tail(self._log_file(name))}"
-        )
+        self.processes.wait_ready(name, probe, timeout)
 
     def _https_ok(self, url: str, client_cert: bool = True, verify: bool = True) -> bool:
         context = ssl.create_default_context(cafile=str(self.pki.path("ca.crt")))
@@ -970,9 +1034,13 @@ class Harness:
             "kwok": f"https://{LOOPBACK}:{ports['kwok']}",
             "training-operator": f"http://{LOOPBACK}:{ports['training-operator-health']}",
             "node-leases": "kube-node-lease (renewed every 10s)",
+            "real-node-coredns": f"{LOOPBACK}:{ports['real-node-coredns-ready']}/ready",
+            "real-node-crio": "crictl (real node)",
+            "real-node-kubelet": f"{LOOPBACK}:{ports['real-node-kubelet-healthz']}/healthz",
         }
         statuses = []
-        for name in START_ORDER:
+        names = START_ORDER + (self.real_node.COMPONENTS if self.real_node_present() else ())
+        for name in names:
             pid = self._recorded_pid(name)
             statuses.append(
                 ComponentStatus(name, pid, pid is not None, endpoints[name], self._log_file(name))
@@ -982,7 +1050,7 @@ class Harness:
     def is_up(self) -> bool:
         if not self._load_state().get("ready"):
             return False
-        if not all(component.running for component in self.status()):
+        if not all(component.running for component in self.status() if component.name in START_ORDER):
             return False
         try:
             return self._https_ok(f"{self.server_url}/readyz")
@@ -1067,6 +1135,9 @@ class Harness:
         log(f"{what}: ready in {time.monotonic() - started:.1f}s")
 
     def _down(self, quiet: bool = False) -> None:
+        # The real node first: its kubelet and CoreDNS talk to the API server.
+        if self.real_node_present() or any(self._recorded_pid(name) for name in self.real_node.COMPONENTS):
+            self.real_node._down(quiet=quiet, delete_node=False)
         for name in reversed(START_ORDER):
             if self._recorded_pid(name) is not None and not quiet:
                 log(f"stopping {name}")
@@ -1246,6 +1317,9 @@ class Harness:
                 str(self.binary(OPERATOR_BINARY)),
                 f"--metrics-bind-address={LOOPBACK}:{ports['training-operator-metrics']}",
                 f"--health-probe-bind-address={LOOPBACK}:{ports['training-operator-health']}",
+                # Its PyTorch init container (nslookup of the master) on a local image: the
+                # real node cannot pull the upstream default. kwok's pods never run it.
+                f"--pytorch-init-container-image={BUSYBOX_IMAGE}",
             ],
             env={"KUBECONFIG": str(self.kubeconfig)},
         )
@@ -1379,6 +1453,31 @@ def print_status(harness: Harness) -> bool:
     return up
 
 
+def real_node_command(harness: Harness, args: argparse.Namespace) -> int:
+    node = harness.real_node
+    if args.real_node_command == "build":
+        print(node.builder.build())
+        harness.build()
+    elif args.real_node_command == "up":
+        node.up()
+        print(harness.kubeconfig)
+    elif args.real_node_command == "down":
+        node.down()
+    elif args.real_node_command == "restart-crio":
+        node.restart_crio(args.memlock)
+    elif args.real_node_command == "env":
+        for name, value in node.environment().items():
+            print(f"{name}={shlex.quote(value)}")
+    elif args.real_node_command == "status":
+        up = node.is_up()
+        state = node.state()
+        print(f"real node: {'UP' if up else 'DOWN'}  name: {node.config.name}  ip: {node.config.node_ip}")
+        for quirk in state.get("quirks", []):
+            print(f"  workaround for {quirk['condition']}: {quirk['workaround']}")
+        return 0 if up else 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Real Kubernetes control plane on 127.0.0.1 for the gpuops.training tests.",
@@ -1388,11 +1487,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="compile the binaries into the cache (idempotent)")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
-    commands.add_parser("up", help="build if needed, start everything, print the kubeconfig path")
+    up = commands.add_parser("up", help="build if needed, start everything, print the kubeconfig path")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        default=os.environ.get("GPUOPS_HARNESS_REAL_NODE", "") not in ("", "0"),
+        help="also start a real node (kubelet + CRI-O) beside the simulated ones "
+        "(default from GPUOPS_HARNESS_REAL_NODE=1)",
+    )
     commands.add_parser("down", help="stop everything in reverse order")
     commands.add_parser("status", help="show components; exit 1 when not up")
     commands.add_parser("kubeconfig", help="print the kubeconfig path")
     commands.add_parser("crds", help="download the upstream CRD modules; print the CRD files")
+    real_node = commands.add_parser("real-node", help="the real kubelet + CRI-O node (see README)")
+    real_node_commands = real_node.add_subparsers(dest="real_node_command", required=True)
+    real_node_commands.add_parser("build", help="compile CRI-O, pinns, crictl and CoreDNS into the cache")
+    real_node_commands.add_parser("up", help="start the real node beside a running control plane")
+    real_node_commands.add_parser("down", help="stop it and remove its mounts, bridge, cgroups and node")
+    real_node_commands.add_parser(
+        "status", help="the node's components and host workarounds; exit 1 when down"
+    )
+    restart = real_node_commands.add_parser(
+        "restart-crio", help="restart CRI-O, as its service would be (containers keep running)"
+    )
+    restart.add_argument(
+        "--memlock", help="the daemon's memlock from now on, soft:hard in bytes or unlimited"
+    )
+    real_node_commands.add_parser("env", help="print the node's paths as shell variables")
     args = parser.parse_args(argv)
 
     try:
@@ -1404,7 +1525,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"build step took {time.monotonic() - started:.1f}s")
         elif args.command == "up":
             harness.up()
+            if args.real_node:
+                harness.real_node.up()
             print(harness.kubeconfig)
+        elif args.command == "real-node":
+            return real_node_command(harness, args)
         elif args.command == "down":
             harness.down()
         elif args.command == "status":

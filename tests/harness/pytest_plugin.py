@@ -11,6 +11,9 @@ conftests)::
 running, and stops it afterwards only if it started it. A harness that cannot
 start makes the tests fail, never skip. Set GPUOPS_HARNESS_KEEP=1 to leave a
 cluster this session started running for inspection.
+
+`real_node` (session) adds the real kubelet + CRI-O node (real_node.py) to that
+cluster, the same way: started if needed, stopped afterwards only if started here.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from k8s_harness import Harness, HarnessError  # noqa: E402
+from real_node import REAL_NODE_LABEL  # noqa: E402
 
 
 class K8sCluster:
@@ -79,6 +83,53 @@ def k8s_cluster() -> Iterator[K8sCluster]:
     yield K8sCluster(harness)
     if started_here and not os.environ.get("GPUOPS_HARNESS_KEEP"):
         harness.down()
+
+
+class RealNodeHandle:
+    """What tests get from the `real_node` fixture."""
+
+    def __init__(self, cluster: K8sCluster):
+        self.cluster = cluster
+        self.node = cluster.harness.real_node
+        self.name: str = self.node.config.name
+        self.ip: str = self.node.config.node_ip
+        self.label: tuple[str, str] = REAL_NODE_LABEL
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """Paths of the node: CRI-O's config and drop-in directory, socket, crictl, storage."""
+        return self.node.environment()
+
+    def crictl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return self.node.crictl(*args, check=check, timeout=timeout)
+
+    def podman(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """podman on the image store CRI-O reads: what it builds, the node can run."""
+        return self.node.podman(*args)
+
+    def restart_crio(self, memlock: str | None = None) -> None:
+        self.node.restart_crio(memlock)
+
+    def restart_command(self) -> list[str]:
+        """argv that restarts this node's CRI-O (its service control, for crio_limits)."""
+        return [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "k8s_harness.py"),
+            "real-node",
+            "restart-crio",
+        ]
+
+
+@pytest.fixture(scope="session")
+def real_node(k8s_cluster: K8sCluster) -> Iterator[RealNodeHandle]:
+    node = k8s_cluster.harness.real_node
+    try:
+        started_here = node.up()
+    except HarnessError as exc:
+        pytest.fail(f"the harness's real node did not start: {exc}", pytrace=False)
+    yield RealNodeHandle(k8s_cluster)
+    if started_here and not os.environ.get("GPUOPS_HARNESS_KEEP"):
+        node.down()
 
 
 @pytest.fixture
