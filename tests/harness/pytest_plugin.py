@@ -101,11 +101,11 @@ class RealNodeHandle:
         return self.node.environment()
 
     def crictl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return self.node.crictl(*args, check=check, timeout=timeout)
+        return self.node.runtime.crictl(*args, check=check, timeout=timeout)
 
     def podman(self, *args: str) -> subprocess.CompletedProcess[bytes]:
         """podman on the image store CRI-O reads: what it builds, the node can run."""
-        return self.node.podman(*args)
+        return self.node.runtime.podman(*args)
 
     def restart_crio(self, memlock: str | None = None) -> None:
         self.node.restart_crio(memlock)

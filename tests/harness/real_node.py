@@ -138,6 +138,12 @@ class RealNodeBuilder:
             CRIO_BUILD_TAGS,
         ):
             digest.update(part.encode())
+        return digest.hexdigest()[:16]
+
+    @staticmethod
+    def coredns_key() -> str:
+        """CoreDNS is also rebuilt when its wrapper module (the plugin list) changes."""
+        digest = hashlib.sha256()
         for path in sorted(COREDNS_MODULE_DIR.iterdir()):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
@@ -146,8 +152,18 @@ class RealNodeBuilder:
     def bin_dir(self) -> Path:
         return self.builder.cache_dir / f"real-node-{self.build_key()}" / "bin"
 
+    def _missing(self, bin_dir: Path) -> list[str]:
+        stamp = bin_dir / ".coredns-key"
+        coredns_current = stamp.exists() and stamp.read_text().strip() == self.coredns_key()
+        wanted = {
+            "crio": (bin_dir / "crio").exists() and (bin_dir / "pinns").exists(),
+            "crictl": (bin_dir / "crictl").exists(),
+            "coredns": (bin_dir / "coredns").exists() and coredns_current,
+        }
+        return [name for name, present in wanted.items() if not present]
+
     def is_built(self) -> bool:
-        return all((self.bin_dir() / name).exists() for name in BINARIES)
+        return not self._missing(self.bin_dir())
 
     def build(self) -> Path:
         """Build what is missing (idempotent); returns the bin directory."""
@@ -156,14 +172,17 @@ class RealNodeBuilder:
             bin_dir = self.bin_dir()
             bin_dir.mkdir(parents=True, exist_ok=True)
             steps = {"crio": self._build_crio, "crictl": self._build_crictl, "coredns": self._build_coredns}
-            for name, step in steps.items():
-                if (bin_dir / name).exists() and (name != "crio" or (bin_dir / "pinns").exists()):
-                    continue
+            missing = self._missing(bin_dir)
+            if not missing:
+                _log(f"binaries up to date in {bin_dir}")
+            for name in missing:
                 started = time.monotonic()
                 with tempfile.TemporaryDirectory(dir=bin_dir.parent) as staging:
-                    built = step(Path(staging))
+                    built = steps[name](Path(staging))
                     for path in built:
                         path.rename(bin_dir / path.name)
+                if name == "coredns":
+                    (bin_dir / ".coredns-key").write_text(self.coredns_key() + "\n")
                 _log(
                     f"built {' and '.join(path.name for path in built)} in {time.monotonic() - started:.0f}s"
                 )
