@@ -39,11 +39,13 @@ system-packages:
 node-image: system-packages
 	tests/podman/build-node-image.sh
 
-# kube-apiserver, etcd, kwok and the Training Operator, built through the Go module proxy
-# into a cache outside the repository (cold about 10 minutes, warm well under a second),
-# and helm for the gpu_operator tests (about 3 minutes the first time).
-harness-build: $(STAMP)
+# kube-apiserver, etcd, kwok, kubelet and the Training Operator, built through the Go module
+# proxy into a cache outside the repository (cold about 10 minutes, warm well under a second),
+# the real node's CRI-O, pinns, crictl and CoreDNS (cold about 8 minutes), and helm for the
+# gpu_operator tests (about 3 minutes the first time).
+harness-build: $(STAMP) system-packages
 	$(BIN)/python tests/harness/k8s_harness.py build
+	$(BIN)/python tests/harness/k8s_harness.py real-node build
 	$(BIN)/python tests/harness/sources.py helm
 
 # torch with its CUDA libraries makes .venv about 6.3 GiB, and pip needs about 3 GiB more while

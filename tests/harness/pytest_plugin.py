@@ -31,7 +31,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from k8s_harness import Harness, HarnessError  # noqa: E402
-from real_node import REAL_NODE_LABEL  # noqa: E402
+from real_node import REAL_NODE_LABEL, REAL_NODE_TAINT  # noqa: E402
 
 
 class K8sCluster:
@@ -94,6 +94,22 @@ class RealNodeHandle:
         self.name: str = self.node.config.name
         self.ip: str = self.node.config.node_ip
         self.label: tuple[str, str] = REAL_NODE_LABEL
+        self.taint: dict[str, str] = REAL_NODE_TAINT
+
+    @property
+    def placement(self) -> dict:
+        """Pod spec fields that put a pod on the real node (and only there)."""
+        return {
+            "nodeSelector": {self.label[0]: self.label[1]},
+            "tolerations": [
+                {
+                    "key": self.taint["key"],
+                    "operator": "Equal",
+                    "value": self.taint["value"],
+                    "effect": self.taint["effect"],
+                }
+            ],
+        }
 
     @property
     def environment(self) -> dict[str, str]:

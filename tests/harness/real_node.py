@@ -64,6 +64,10 @@ COREDNS_MODULE_DIR = Path(__file__).resolve().parent / "real-node" / "coredns"
 BINARIES = ("crio", "pinns", "crictl", "coredns")
 
 REAL_NODE_LABEL = ("gpuops.training/real-node", "true")
+# Only pods meant for the real node run there (they tolerate this taint and select the
+# label): anything else the tests create, DaemonSets and operators included, stays on kwok's
+# nodes, where no image is pulled.
+REAL_NODE_TAINT = {"key": "gpuops.training/real-node", "value": "true", "effect": "NoSchedule"}
 CGROUP_ROOT = "gpuops-real-node"
 
 # Debian packages the node needs besides the Go builds, by a file each one installs.

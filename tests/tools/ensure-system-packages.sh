@@ -2,7 +2,9 @@
 # Install the Debian packages the test suites need when they are missing:
 # podman, runc and debootstrap for the Molecule node scenarios, shellcheck for
 # ansible-test sanity, openssl for the Kubernetes harness's certificates, sshd and ip for
-# the two-node SSH launcher test (network namespaces).
+# the two-node SSH launcher test (network namespaces), and for the harness's real node:
+# conmon, the CNI plugins, jq (its runc wrapper), busybox (its init-container image),
+# libseccomp-dev and pkg-config (CRI-O is built with cgo and seccomp).
 set -euo pipefail
 
 declare -A package_for=(
@@ -14,10 +16,21 @@ declare -A package_for=(
   [sshd]=openssh-server
   [ip]=iproute2
   [unshare]=util-linux
+  [conmon]=conmon
+  [/usr/lib/cni/bridge]=containernetworking-plugins
+  [jq]=jq
+  [/bin/busybox]=busybox-static
+  [/usr/include/seccomp.h]=libseccomp-dev
+  [pkg-config]=pkg-config
+  [gcc]=gcc
 )
 missing=()
 for command in "${!package_for[@]}"; do
-  command -v "$command" >/dev/null 2>&1 || missing+=("${package_for[$command]}")
+  if [[ $command == /* ]]; then
+    [ -e "$command" ] || missing+=("${package_for[$command]}")
+  else
+    command -v "$command" >/dev/null 2>&1 || missing+=("${package_for[$command]}")
+  fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 

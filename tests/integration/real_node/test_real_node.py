@@ -23,7 +23,7 @@ def busybox_pod(
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
-            "nodeName": node,
+            **node.placement,
             "restartPolicy": restart,
             "terminationGracePeriodSeconds": 1,
             "containers": [
@@ -66,6 +66,7 @@ def test_the_real_node_is_ready_beside_the_simulated_nodes(k8s_cluster, real_nod
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "cri-o://1.36.3"
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
     assert {"type": "InternalIP", "address": real_node.ip} in node["status"]["addresses"]
+    assert {key: node["spec"]["taints"][0][key] for key in ("key", "value", "effect")} == real_node.taint
     # The simulated GPU nodes are still there, and only they are kwok's.
     simulated = [
         name
@@ -89,7 +90,7 @@ def test_a_pod_runs_in_a_real_container_and_its_log_comes_through_kubelet(
         busybox_pod(
             "hello",
             "echo hello from $(hostname); id -u; cat /proc/self/limits | grep 'locked memory'",
-            real_node.name,
+            real_node,
         ),
     )
     wait_phase(k8s_cluster, k8s_namespace, "hello", "Succeeded")
@@ -100,7 +101,7 @@ def test_a_pod_runs_in_a_real_container_and_its_log_comes_through_kubelet(
 
 
 def test_pods_find_each_other_through_cluster_dns_on_the_pod_network(k8s_cluster, k8s_namespace, real_node):
-    server = busybox_pod("server", "echo pong | nc -l -p 8080", real_node.name, labels={"app": "pong"})
+    server = busybox_pod("server", "echo pong | nc -l -p 8080", real_node, labels={"app": "pong"})
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -112,7 +113,7 @@ def test_pods_find_each_other_through_cluster_dns_on_the_pod_network(k8s_cluster
     client = busybox_pod(
         "client",
         f"until nslookup pong.{k8s_namespace}.svc.cluster.local; do sleep 1; done; nc pong 8080 </dev/null",
-        real_node.name,
+        real_node,
     )
     apply_in(k8s_cluster, k8s_namespace, client)
     wait_phase(k8s_cluster, k8s_namespace, "client", "Succeeded")
@@ -120,7 +121,7 @@ def test_pods_find_each_other_through_cluster_dns_on_the_pod_network(k8s_cluster
 
 
 def test_a_crio_restart_keeps_running_containers_running(k8s_cluster, k8s_namespace, real_node):
-    apply_in(k8s_cluster, k8s_namespace, busybox_pod("sleeper", "sleep 3600", real_node.name))
+    apply_in(k8s_cluster, k8s_namespace, busybox_pod("sleeper", "sleep 3600", real_node))
     wait_phase(k8s_cluster, k8s_namespace, "sleeper", "Running")
     before = json.loads(
         real_node.crictl(
