@@ -782,6 +782,7 @@ class RealNode:
             f"--node-ip={self.config.node_ip}",
             "--node-labels="
             + ",".join(f"{key}={value}" for key, value in sorted(self.config.labels.items())),
+            "--register-with-taints={key}={value}:{effect}".format(**REAL_NODE_TAINT),
             "--v=2",
         ]
         mounts = []
