@@ -57,8 +57,11 @@ COREDNS_VERSION = "v1.15.0"  # also pinned in real-node/coredns/go.mod
 CRIO_MODULE = "github.com/cri-o/cri-o"
 CRICTL_PACKAGE = "sigs.k8s.io/cri-tools/cmd/crictl"
 # CRI-O's own build tags minus what the harness does not use (ostree, btrfs, gpgme
-# signatures); seccomp stays: the pods ask for the RuntimeDefault profile.
-CRIO_BUILD_TAGS = "containers_image_ostree_stub containers_image_openpgp exclude_graphdriver_btrfs seccomp"
+# signatures); seccomp stays: the pods ask for the RuntimeDefault profile. libsqlite3 links
+# Debian's SQLite instead of compiling its 250,000-line amalgamation with cgo.
+CRIO_BUILD_TAGS = (
+    "containers_image_ostree_stub containers_image_openpgp exclude_graphdriver_btrfs seccomp libsqlite3"
+)
 
 COREDNS_MODULE_DIR = Path(__file__).resolve().parent / "real-node" / "coredns"
 BINARIES = ("crio", "pinns", "crictl", "coredns")
@@ -78,6 +81,7 @@ SYSTEM_PACKAGES = {
     "/usr/bin/jq": "jq",
     "/bin/busybox": "busybox-static",
     "/usr/include/seccomp.h": "libseccomp-dev",
+    "/usr/include/sqlite3.h": "libsqlite3-dev",
     "/usr/bin/pkg-config": "pkg-config",
     "/usr/bin/gcc": "gcc",
     "/usr/bin/podman": "podman",

@@ -4,7 +4,8 @@
 # ansible-test sanity, openssl for the Kubernetes harness's certificates, sshd and ip for
 # the two-node SSH launcher test (network namespaces), and for the harness's real node:
 # conmon, the CNI plugins, jq (its runc wrapper), busybox (its init-container image),
-# libseccomp-dev and pkg-config (CRI-O is built with cgo and seccomp).
+# libseccomp-dev, libsqlite3-dev and pkg-config (CRI-O is built with cgo, seccomp and
+# Debian's SQLite).
 set -euo pipefail
 
 declare -A package_for=(
@@ -21,6 +22,7 @@ declare -A package_for=(
   [jq]=jq
   [/bin/busybox]=busybox-static
   [/usr/include/seccomp.h]=libseccomp-dev
+  [/usr/include/sqlite3.h]=libsqlite3-dev
   [pkg-config]=pkg-config
   [gcc]=gcc
 )
