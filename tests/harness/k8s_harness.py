@@ -1467,7 +1467,7 @@ def real_node_command(harness: Harness, args: argparse.Namespace) -> int:
         node.restart_crio(args.memlock)
     elif args.real_node_command == "env":
         for name, value in node.environment().items():
-            print(f"{name}={shlex.quote(value)}")
+            print(f"export {name}={shlex.quote(value)}")
     elif args.real_node_command == "status":
         up = node.is_up()
         state = node.state()

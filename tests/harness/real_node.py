@@ -411,7 +411,21 @@ class RealNode:
         )
 
     def environment(self) -> dict[str, str]:
-        """The node's paths, for inventories and tests that configure it with the collection."""
+        """The node's paths, service control and hard limits, for the inventory that configures
+        it with the collection (inventories/harness-real-node) and for tests."""
+        import resource
+        import sys
+
+        def hard(limit: int) -> str:
+            value = resource.getrlimit(limit)[1]
+            return "-1" if value == resource.RLIM_INFINITY else str(value)
+
+        restart = [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "k8s_harness.py"),
+            "real-node",
+            "restart-crio",
+        ]
         return {
             "GPUOPS_REAL_NODE_NAME": self.config.name,
             "GPUOPS_REAL_NODE_IP": self.config.node_ip,
@@ -419,7 +433,12 @@ class RealNode:
             "GPUOPS_REAL_NODE_CRIO_CONFIG_DIR": str(self.runtime.config_dir),
             "GPUOPS_REAL_NODE_CRIO_SOCKET": str(self.runtime.socket),
             "GPUOPS_REAL_NODE_CRICTL": str(self.runtime.crictl_path),
+            "GPUOPS_REAL_NODE_RESTART_CRIO": json.dumps(restart),
             "GPUOPS_REAL_NODE_STORAGE_OPTIONS": " ".join(self.runtime.storage_options()),
+            # What runc can give a container without CAP_SYS_RESOURCE: the daemon's hard limits.
+            "GPUOPS_REAL_NODE_HARD_MEMLOCK": hard(resource.RLIMIT_MEMLOCK),
+            "GPUOPS_REAL_NODE_HARD_NOFILE": hard(resource.RLIMIT_NOFILE),
+            "GPUOPS_REAL_NODE_HARD_NPROC": hard(resource.RLIMIT_NPROC),
         }
 
     # ---- lifecycle ------------------------------------------------------
