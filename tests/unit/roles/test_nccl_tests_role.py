@@ -92,3 +92,19 @@ def test_the_mpijob_settings_are_keys_the_workload_renderer_knows():
 def test_the_workers_default_command_is_the_renderers():
     defaults = load("nccl_tests/defaults/main.yml")
     assert defaults["nccl_tests_mpi_worker_command"] == training_workload.MPI_WORKER_COMMAND
+
+
+def test_mpijob_problems_name_the_nccl_tests_variables():
+    """The workload filter's messages name the caller's variables (the defect: they always named
+    training_job_*)."""
+    found = training_workload.problems(
+        {
+            "launcher": "mpijob",
+            "run_id": "nccl-tests-20261122T050000Z-all-reduce",
+            "image": "registry.example/nccl-tests:2.21",
+            "cpu": "lots",
+            "mpirun_argv": ["mpirun", "all_reduce_perf"],
+        },
+        prefix="nccl_tests_",
+    )
+    assert found == ["nccl_tests_cpu 'lots' is not a Kubernetes quantity"], found
