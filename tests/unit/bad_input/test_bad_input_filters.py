@@ -302,6 +302,7 @@ CASES = {
     "training_workload": (BUILDER, call(workload_settings), ("training_job",)),
     "training_workload_problems": (PROBLEMS, call(workload_settings), ()),
     "nccl_tests_argv": (BUILDER, call(nccl_tests_settings), ("nccl_tests", "hosts")),
+    "nccl_tests_argv_problems": (PROBLEMS, call(nccl_tests_settings), ()),
     "validate_ulimits": (BUILDER, call(ulimit_entries), ("ulimit", "ulimits", "entries")),
     "ulimit_problems": (PROBLEMS, call(ulimit_entries), ()),
     "crio_ulimits_toml": (BUILDER, call(ulimit_entries), ("ulimit", "ulimits", "entries")),
