@@ -7,7 +7,11 @@ import pathlib
 
 import yaml
 
-from ansible_collections.gpuops.training.plugins.module_utils import nccl_tests_argv, training_workload
+from ansible_collections.gpuops.training.plugins.module_utils import (
+    nccl_tests_argv,
+    training_checks,
+    training_settings,
+)
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
 
@@ -79,7 +83,7 @@ def test_the_mpijob_settings_are_keys_the_workload_renderer_knows():
     ][:1]
     settings = render["vars"]["nccl_tests_workload_settings"]
     assert settings["launcher"] == "mpijob"
-    known = set(training_workload.DEFAULTS) | set(training_workload.MPIJOB_KEYS)
+    known = set(training_settings.defaults())
     assert set(settings) <= known, set(settings) - known
     # Every role variable they read is documented, but what the role computes on the way.
     computed = {"nccl_tests_run_dir", "nccl_tests_argv_of"}
@@ -91,13 +95,13 @@ def test_the_mpijob_settings_are_keys_the_workload_renderer_knows():
 
 def test_the_workers_default_command_is_the_renderers():
     defaults = load("nccl_tests/defaults/main.yml")
-    assert defaults["nccl_tests_mpi_worker_command"] == training_workload.MPI_WORKER_COMMAND
+    assert defaults["nccl_tests_mpi_worker_command"] == training_settings.MPI_WORKER_COMMAND
 
 
 def test_mpijob_problems_name_the_nccl_tests_variables():
     """The workload filter's messages name the caller's variables (the defect: they always named
     training_job_*)."""
-    found = training_workload.problems(
+    found = training_checks.problems(
         {
             "launcher": "mpijob",
             "run_id": "nccl-tests-20261122T050000Z-all-reduce",
@@ -107,4 +111,6 @@ def test_mpijob_problems_name_the_nccl_tests_variables():
         },
         prefix="nccl_tests_",
     )
-    assert found == ["nccl_tests_cpu 'lots' is not a Kubernetes quantity"], found
+    assert len(found) == 1 and found[0].startswith("nccl_tests_cpu 'lots' is not a Kubernetes quantity"), (
+        found
+    )
