@@ -115,7 +115,12 @@ def checked(settings, prefix=ts.PREFIX, launchers=ts.LAUNCHERS, what="the settin
     if not found and s.get("launcher") not in launchers:
         found.append(
             "%s is %r, but %s are for the %s launchers"
-            % (prefix + "launcher", s.get("launcher"), what, ", ".join(launchers))
+            % (
+                role_settings.variable_namer(prefix)("launcher"),
+                s.get("launcher"),
+                what,
+                ", ".join(launchers),
+            )
         )
     found = found or required_problems(s, prefix)
     if found:

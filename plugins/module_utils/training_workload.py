@@ -21,7 +21,6 @@ functions: the filter plugin calls them, the unit tests exercise them directly.
 from __future__ import annotations
 
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
-from ansible_collections.gpuops.training.plugins.module_utils.role_settings import SettingsError
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_bool as _bool
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
 from ansible_collections.gpuops.training.plugins.module_utils.torchrun import torchrun_argv
@@ -34,13 +33,12 @@ from ansible_collections.gpuops.training.plugins.module_utils.training_pod impor
     env_pairs,
     labels,
     metadata,
+    optional_id,
     pod_annotations,
     pod_selector,
     pod_template,
 )
 
-# Raised for settings that cannot be rendered; the message lists every problem.
-WorkloadError = SettingsError
 # ExitCode (indexed_job): a permanent exit code (1-127: the trainer's configuration, data,
 # non-finite and storage errors, which gpuops_trainer.launch reports as its own) fails the Job
 # at once; a signal or an OOM kill (128 and above) replaces the pod.
@@ -50,7 +48,6 @@ RUNAI_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 PYTORCHJOB_PORT_NAME = "pytorchjob-port"
 # The MPIJob's launcher only runs mpirun: a small Guaranteed pod without GPUs.
 MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "1Gi"}
-MPI_WORKER_COMMAND = ts.MPI_WORKER_COMMAND
 
 
 def _checked(settings, prefix):
@@ -352,9 +349,8 @@ def runai(settings, prefix=ts.PREFIX):
     if ts.uses_rdma(s):
         argv += ["--extended-resource", "%s=%d" % (s["rdma_resource"], _int(s["rdma_per_node"]))]
     for option, key in (("--run-as-uid", "run_as_user"), ("--run-as-gid", "run_as_group")):
-        value = s.get(key)
-        if not (value is None or (isinstance(value, str) and not value.strip())):
-            argv += [option, str(_int(value))]
+        if optional_id(s.get(key)) is not None:
+            argv += [option, str(optional_id(s.get(key)))]
     for key, value in env_pairs(s):
         argv += ["--environment-variable", "%s=%s" % (key, value)]
     if s.get("checkpoint_pvc"):
@@ -363,10 +359,6 @@ def runai(settings, prefix=ts.PREFIX):
         argv += ["--existing-pvc", "claimname=%s,path=%s" % (s["dataset_pvc"], s["dataset_mount"])]
     command = torchrun_argv(s, "$(MASTER_ADDR):$(MASTER_PORT)")
     return argv + ["--command", "--"] + command, command
-
-
-def runai_argv(settings, prefix=ts.PREFIX):
-    return runai(settings, prefix)[0]
 
 
 # launcher: (the kind to wait for, its apiVersion, the builder).

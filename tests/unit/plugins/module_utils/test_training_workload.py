@@ -389,7 +389,7 @@ def test_trainjob_creates_its_runtime_or_overrides_an_existing_one():
 def test_runai_argv_from_the_same_settings():
     s = settings(launcher="runai", runai_project="vision", dataset_pvc="coco", nccl_debug="WARN")
     name = ts.workload_name(s)
-    argv = tw.runai_argv(s)
+    argv, command = tw.runai(s)
     separator = argv.index("--")
     assert argv[:separator] == [
         "runai", "training", "pytorch", "submit", name,
@@ -428,7 +428,7 @@ def test_runai_argv_from_the_same_settings():
         "--max-size=1333", "--epochs=26", "--batch-size=2", "--lr=0.01", "--warmup-iters=100",
         "--workers=8", "--dist-backend=auto", "--dist-timeout-s=1800", "--print-freq=10", "--sync-bn",
     ]  # fmt: skip
-    assert tw.workload(s)["command"] == argv[separator + 1 :]
+    assert tw.workload(s)["command"] == command == argv[separator + 1 :]
     result = tw.workload(s)
     assert result["runai_argv"] == argv and result["manifests"] == []
     assert result["pod_selector"] == "training.kubeflow.org/job-name=%s" % name
@@ -488,7 +488,7 @@ def test_the_name_is_short_stable_and_dns_safe():
 
 
 def test_the_builders_refuse_bad_settings_with_every_problem():
-    with pytest.raises(tw.WorkloadError) as error:
+    with pytest.raises(tc.SettingsError) as error:
         tw.indexed_job(settings(image="", nnodes=0))
     assert "training_job_image is required" in str(error.value) and "training_job_nnodes" in str(error.value)
 
