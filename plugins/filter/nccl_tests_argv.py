@@ -24,7 +24,9 @@ description:
     C(warmup_iters), C(check), C(timeout_s), C(env), C(gpus_per_node), C(mpirun),
     C(mpirun_extra_args), C(nnodes)), plus C(collective) and, for V(ssh), C(hosts) (the addresses
     of the play's hosts, in order). Keys left out take the role's defaults.
-  - Fails with every problem, each naming its role variable, when the settings are not valid.
+  - Fails with every problem, each naming its role variable, when the settings are not valid. The
+    same plugin file holds C(nccl_tests_argv_problems), which returns those problems as a list of
+    messages (empty when valid), for an C(assert) before anything runs.
 options:
   _input:
     description: The settings, keys as the role's variables without C(nccl_tests_).
@@ -56,6 +58,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests_argv import (
     ArgvError,
     nccl_tests_argv,
+    problems,
 )
 
 
@@ -68,4 +71,4 @@ def nccl_tests_argv_filter(settings):
 
 class FilterModule:
     def filters(self):
-        return {"nccl_tests_argv": nccl_tests_argv_filter}
+        return {"nccl_tests_argv": nccl_tests_argv_filter, "nccl_tests_argv_problems": problems}

@@ -271,7 +271,8 @@ def api_error_message(text):
     start = text.find("{")
     if start >= 0:
         try:
-            status = json.loads(text[start:])
+            # The Status, with whatever text follows it.
+            status = json.JSONDecoder().raw_decode(text, start)[0]
         except (ValueError, RecursionError):
             return text
         if isinstance(status, dict) and status.get("message"):

@@ -480,7 +480,6 @@ def test_every_variant_is_accepted_by_the_api_server(k8s_cluster, launch_namespa
         "network": "rdma-net",
         "run_as_user": 1000,
         "run_as_group": 1000,
-        "trainer_args": ["--output-dir=/checkpoints/rn-20261122T050000Z"],
         **extra,
     }
     manifests = training_workload.workload(settings)["manifests"]

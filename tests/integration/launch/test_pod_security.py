@@ -51,7 +51,7 @@ BASE = {
     "shm_size": "1Gi",
     "checkpoint_pvc": "",
     "timeout_s": 300,
-    "trainer_args": ["--epochs=1"],
+    "epochs": 1,
     # No Secret of that name exists: the pods are stored and scheduled all the same, and the
     # reference is what the test reads back.
     "env_from_secrets": {"HF_TOKEN": {"secret": "hub-credentials", "key": "token"}},

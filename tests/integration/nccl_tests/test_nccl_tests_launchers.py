@@ -441,3 +441,45 @@ def test_an_mpijob_whose_workers_never_schedule_ends_at_its_deadline_naming_the_
     assert "-launcher: Running" in message, message
     # Stopped at the deadline: the MPIJob is deleted, its pods with it.
     assert get_json(k8s_cluster, "mpijobs", "-n", mpijob_namespace)["items"] == []
+
+
+# --------------------------------------------------------------------------------------
+# mpijob settings are the nccl_tests role's own
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"nccl_tests_cpu": "lots"}, "nccl_tests_cpu 'lots' is not a Kubernetes quantity"),
+        (
+            {"nccl_tests_network": "Bad_Net"},
+            "nccl_tests_network: 'Bad_Net' is not a NetworkAttachmentDefinition",
+        ),
+        ({"nccl_tests_memory": "4Gi"}, "nccl_tests_memory (4Gi) must be larger than the /dev/shm size 8Gi"),
+    ],
+)
+def test_bad_mpijob_settings_fail_in_validation_naming_the_roles_own_variables(
+    run_playbook, tmp_path, extra, message
+):
+    """The MPIJob is rendered by the training workload filter, but a bad value is the nccl_tests
+    role's: its validation names nccl_tests_* (never training_job_*) before anything is rendered,
+    created or applied. No cluster is needed: nothing reaches the API server."""
+    settings = {
+        "nccl_tests_hosts": "localhost",
+        "nccl_tests_launcher": "mpijob",
+        "nccl_tests_image": "registry.example/nccl-tests:2.21",
+        "nccl_tests_runs_dir": str(tmp_path / "runs"),
+        "nccl_tests_kubeconfig": str(tmp_path / "no-such-kubeconfig"),
+        "ansible_python_interpreter": PYTHON,
+        **extra,
+    }
+    run = run_playbook(PLAYBOOK, "localhost,", dict(settings, ansible_connection="local"))
+    assert run.rc != 0, run
+    output = " ".join(run.output.split())
+    assert message in output, run
+    assert "training_job_" not in output, run
+    # Caught by the role's validation step, in the form of its other validation messages.
+    assert "The mpijob launcher settings are not valid:" in output, run
+    assert "Render the MPIJob" not in output, run
+    assert not (tmp_path / "runs").exists()

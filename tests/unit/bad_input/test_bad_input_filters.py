@@ -134,7 +134,7 @@ WORKLOAD = {
     "launcher": "pytorchjob",
     "run_id": "rn-1",
     "image": "registry.example/trainer:1",
-    "trainer_args": ["--epochs=1"],
+    "epochs": 1,
 }
 MPIJOB = dict(WORKLOAD, launcher="mpijob", mpirun_argv=["mpirun", "-np", "2", "all_reduce_perf"])
 workload_settings = like(
@@ -145,6 +145,14 @@ workload_settings = like(
     replace_one(MPIJOB),
     replace_one(dict(WORKLOAD, fabric="roce", network=["rdma-net"])),
 )
+HOST_RUN = {"launcher": "local", "run_id": "rn-1", "python": "/usr/bin/python3", "epochs": 1}
+host_run_settings = like(
+    replace_one(HOST_RUN),
+    replace_one(dict(HOST_RUN, launcher="ssh")),
+    replace_one(dict(HOST_RUN, launcher="ssh", dataset="coco", dataset_path="/data")),
+)
+# The prefixes the roles pass, and two that are not one.
+prefixes = st.sampled_from(["training_job_", "nccl_tests_", "", 5])
 ulimit_entries = like(
     st.lists(
         st.one_of(
@@ -299,9 +307,50 @@ CASES = {
     ),
     "training_namespace_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
     "training_namespace_problems": (PROBLEMS, call(namespace_settings), ()),
-    "training_workload": (BUILDER, call(workload_settings), ("training_job",)),
-    "training_workload_problems": (PROBLEMS, call(workload_settings), ()),
+    "training_workload": (
+        BUILDER,
+        call(workload_settings, prefix=prefixes),
+        ("training_job", "nccl_tests", "prefix"),
+    ),
+    "training_workload_problems": (
+        PROBLEMS,
+        call(like(workload_settings, host_run_settings), prefix=prefixes),
+        (),
+    ),
+    "training_setting_names": (
+        BUILDER,
+        call(
+            like(st.lists(like(st.sampled_from(["training_job_cpu", "nccl_tests_cpu", "x"])), max_size=4)),
+            prefix=prefixes,
+        ),
+        ("names", "prefix"),
+    ),
+    "torchrun_argv": (
+        BUILDER,
+        call(
+            like(host_run_settings, workload_settings),
+            prefix=prefixes,
+            endpoint=like(st.just("10.0.0.1:29400")),
+            nnodes=like(st.sampled_from([2, "1:4"])),
+            node_rank=like(st.sampled_from([0, 1])),
+            local_addr=like(st.just("10.0.0.2")),
+            log_dir=like(st.just("/runs/rn-1/logs")),
+            output_dir=like(st.just("/runs/rn-1/output")),
+        ),
+        (
+            "training_job",
+            "nccl_tests",
+            "prefix",
+            "output_dir",
+            "endpoint",
+            "nnodes",
+            "node_rank",
+            "local_addr",
+            "log_dir",
+        ),
+    ),
     "nccl_tests_argv": (BUILDER, call(nccl_tests_settings), ("nccl_tests", "hosts")),
+    "nccl_tests_argv_problems": (PROBLEMS, call(nccl_tests_settings), ()),
     "validate_ulimits": (BUILDER, call(ulimit_entries), ("ulimit", "ulimits", "entries")),
     "ulimit_problems": (PROBLEMS, call(ulimit_entries), ()),
     "crio_ulimits_toml": (BUILDER, call(ulimit_entries), ("ulimit", "ulimits", "entries")),

@@ -7,7 +7,11 @@ import pathlib
 
 import yaml
 
-from ansible_collections.gpuops.training.plugins.module_utils import nccl_tests_argv, training_workload
+from ansible_collections.gpuops.training.plugins.module_utils import (
+    nccl_tests_argv,
+    training_checks,
+    training_settings,
+)
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
 
@@ -73,22 +77,62 @@ def test_the_command_line_settings_are_the_renderers_with_the_same_defaults():
         assert str(defaults["nccl_tests_" + key]) == str(value), key
 
 
-def test_the_mpijob_settings_are_keys_the_workload_renderer_knows():
+def test_the_mpijob_settings_are_the_variables_named_like_training_settings():
+    """The MPIJob gets every nccl_tests_* variable named like a training_job_* setting (and
+    the training_job role's defaults for the rest): a variable added under such a name means
+    that setting, which this list makes a deliberate choice."""
+    names = list(load("nccl_tests/defaults/main.yml")) + list(load("nccl_tests/vars/main.yml"))
+    names += ["nccl_tests_run_dir", "nccl_tests_argv_of", "nccl_tests_collective", "nccl_tests_workload"]
+    shared = [name[len("nccl_tests_") :] for name in training_settings.setting_names(names, "nccl_tests_")]
+    assert shared == sorted(
+        [
+            "launcher", "name", "runs_dir", "warmup_iters", "timeout_s", "nccl_debug", "env",
+            "gpus_per_node", "kubeconfig", "context", "namespace", "image", "nnodes", "cpu", "memory",
+            "shm_size", "fabric", "network", "rdma_resource", "rdma_per_node", "node_selector",
+            "tolerations", "mpi_worker_command", "pod_annotations", "poll_interval_s",
+        ]
+    )  # fmt: skip
+    variables = load("nccl_tests/vars/main.yml")
+    assert "training_setting_names('nccl_tests_')" in variables["nccl_tests_workload_names"]
+
+
+def test_the_shared_settings_accept_what_the_training_job_role_accepts():
+    ours = options()
+    theirs = load("training_job/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    for name, option in ours.items():
+        other = theirs.get("training_job_" + name[len("nccl_tests_") :])
+        if other and other.get("choices") and name != "nccl_tests_launcher":
+            assert set(option.get("choices") or ()) <= set(other["choices"]), name
+
+
+def test_the_mpijob_is_rendered_with_this_roles_prefix():
     (render,) = [
         task for task in load("nccl_tests/tasks/mpijob_collective.yml") if "ansible.builtin.set_fact" in task
     ][:1]
-    settings = render["vars"]["nccl_tests_workload_settings"]
-    assert settings["launcher"] == "mpijob"
-    known = set(training_workload.DEFAULTS) | set(training_workload.MPIJOB_KEYS)
-    assert set(settings) <= known, set(settings) - known
-    # Every role variable they read is documented, but what the role computes on the way.
-    computed = {"nccl_tests_run_dir", "nccl_tests_argv_of"}
-    for key, value in settings.items():
-        if isinstance(value, str) and value.startswith("{{ nccl_tests_"):
-            variable = value[3:].split()[0].split("[")[0]
-            assert variable in computed or variable in load("nccl_tests/defaults/main.yml"), (key, variable)
+    assert (
+        "gpuops.training.training_workload(prefix='nccl_tests_')"
+        in render["ansible.builtin.set_fact"]["nccl_tests_workload"]
+    )
 
 
 def test_the_workers_default_command_is_the_renderers():
     defaults = load("nccl_tests/defaults/main.yml")
-    assert defaults["nccl_tests_mpi_worker_command"] == training_workload.MPI_WORKER_COMMAND
+    assert defaults["nccl_tests_mpi_worker_command"] == training_settings.MPI_WORKER_COMMAND
+
+
+def test_mpijob_problems_name_the_nccl_tests_variables():
+    """The workload filter's messages name the caller's variables (the defect: they always named
+    training_job_*)."""
+    found = training_checks.problems(
+        {
+            "launcher": "mpijob",
+            "run_id": "nccl-tests-20261122T050000Z-all-reduce",
+            "image": "registry.example/nccl-tests:2.21",
+            "cpu": "lots",
+            "mpirun_argv": ["mpirun", "all_reduce_perf"],
+        },
+        prefix="nccl_tests_",
+    )
+    assert len(found) == 1 and found[0].startswith("nccl_tests_cpu 'lots' is not a Kubernetes quantity"), (
+        found
+    )

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pathlib
 
 import jinja2
-import pytest
 import yaml
 
-from ansible_collections.gpuops.training.plugins.module_utils import training_workload
+from ansible_collections.gpuops.training.plugins.module_utils import training_settings
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
 
@@ -49,35 +48,43 @@ def test_the_launcher_choices_are_the_ones_the_role_has_tasks_for():
     assert choices == ["local", "ssh", "pytorchjob", "indexed_job", "trainjob", "runai"]
     for launcher in choices:
         assert (ROLES / "training_job" / "tasks" / ("launch_%s.yml" % launcher)).is_file()
-    assert set(choices) - {"local", "ssh"} == set(training_workload.TRAINER_LAUNCHERS)
+    assert choices == list(training_settings.TRAINER_LAUNCHERS)
+    assert set(choices) - {"local", "ssh"} == set(training_settings.CLUSTER_LAUNCHERS)
 
 
-def test_the_workload_settings_pass_every_key_the_renderer_knows():
-    settings = load("training_job/vars/main.yml")["training_job_workload_settings"]
-    assert set(settings) == set(training_workload.DEFAULTS)
+def test_every_option_of_the_argument_spec_is_a_setting_with_its_default():
+    """The argument spec is where a setting is declared: the filters read its names and
+    defaults from there, so nothing else lists them."""
+    options = load("training_job/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    defaults = training_settings.defaults()
+    for name, option in options.items():
+        key = name[len("training_job_") :]
+        default = option.get("default")
+        # A default the role computes (a template) is the role's to fill in.
+        expected = None if isinstance(default, str) and "{{" in default else default
+        assert defaults[key] == expected, name
+    assert set(defaults) == {name[len("training_job_") :] for name in options} | {
+        "mpirun_argv",
+        "mpi_worker_command",
+    }
 
 
-# Keys the role computes from other variables (no default of their own to compare).
-COMPUTED_KEYS = ("launcher", "run_id", "trainer_args", "gpus_per_node")
+def test_the_role_hands_every_setting_to_the_filters_by_prefix():
+    """The role's settings are its variables by prefix: no hand mapping to keep in step."""
+    variables = load("training_job/vars/main.yml")
+    assert "gpuops.training.training_setting_names" in variables["training_job_setting_names"]
+    assert "query('ansible.builtin.vars', *training_job_setting_names)" in variables["training_job_settings"]
+    names = list(load("training_job/defaults/main.yml")) + list(variables) + ["training_job_run_dir"]
+    # Every default is a setting; what the role computes (vars, facts) is not.
+    assert training_settings.setting_names(names) == sorted(load("training_job/defaults/main.yml"))
 
 
-@pytest.mark.parametrize(
-    "key",
-    sorted(
-        key
-        for key in training_workload.DEFAULTS
-        if key not in COMPUTED_KEYS and "training_job_" + key in load("training_job/defaults/main.yml")
-    ),
-)
-def test_the_renderers_defaults_match_the_roles(key):
-    defaults = load("training_job/defaults/main.yml")
-    name = "training_job_" + key
-    role_value = defaults[name]
-    python_value = training_workload.DEFAULTS[key]
-    if python_value is None:
-        assert role_value == ""
-    else:
-        assert role_value == python_value or str(role_value) == str(python_value), key
+def test_the_run_id_is_chosen_in_one_place():
+    tasks = ROLES / "training_job" / "tasks"
+    choosing = [path.name for path in sorted(tasks.glob("*.yml")) if "now(utc=true, fmt=" in path.read_text()]
+    assert choosing == ["choose_run.yml"]
+    # The torchrun command is the torchrun_argv filter's, for every launcher.
+    assert not list((ROLES / "training_job" / "templates").glob("torchrun_*"))
 
 
 def render_expect(run, backend, transport=""):

@@ -153,6 +153,9 @@ def test_api_error_message_reads_the_status_out_of_kubernetes_core_errors():
         "Failed to find exact match for kubeflow.org/v1.PyTorchJob"
     )
     assert api_error_message("Failed: b'not json'") == "Failed: b'not json'"
+    # What the roles' rescue tasks read (a Status followed by more text): the server's message.
+    followed = "Failed to apply object: %s (conflict)" % json.dumps(STATUS)
+    assert api_error_message(followed) == STATUS["message"]
 
 
 def test_rejected_and_changed_zip_results_with_objects():

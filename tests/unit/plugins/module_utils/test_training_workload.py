@@ -9,6 +9,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.training.plugins.filter.training_workload import FilterModule
+from ansible_collections.gpuops.training.plugins.module_utils import training_checks as tc
+from ansible_collections.gpuops.training.plugins.module_utils import training_pod as tp
+from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
 from ansible_collections.gpuops.training.plugins.module_utils import training_workload as tw
 
 RUN_ID = "retinanet-20261122T050000Z"
@@ -32,13 +35,14 @@ def settings(**overrides):
         "network": "rdma-net",
         "run_as_user": 2000,
         "run_as_group": 2000,
-        "trainer_args": ["--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26"],
     }
     base.update(overrides)
     return base
 
 
-def pod_of(manifests, kind):
+def pod_of(built, kind):
+    """The pod template of the object of ``kind`` a builder returned (objects, command)."""
+    manifests, _command = built
     obj = next(item for item in manifests if item["kind"] == kind)
     if kind == "Job":
         return obj["spec"]["template"]
@@ -65,13 +69,13 @@ MPIRUN = ["mpirun", "-np", "16", "/opt/nccl-tests/build/all_reduce_perf", "-b", 
 
 
 def test_valid_settings_have_no_problems():
-    for launcher in tw.LAUNCHERS:
-        assert tw.problems(settings(launcher=launcher, mpirun_argv=MPIRUN)) == []
+    for launcher in ts.WORKLOAD_LAUNCHERS:
+        assert tc.problems(settings(launcher=launcher, mpirun_argv=MPIRUN)) == []
 
 
 def test_an_mpijob_runs_mpirun_on_a_small_launcher_over_workers_with_the_same_pod_practices():
     s = settings(launcher="mpijob", mpirun_argv=MPIRUN)
-    (job,) = tw.mpijob(s)
+    (job,), command = tw.mpijob(s)
     assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "MPIJob")
     spec = job["spec"]
     assert spec["slotsPerWorker"] == 8
@@ -88,11 +92,11 @@ def test_an_mpijob_runs_mpirun_on_a_small_launcher_over_workers_with_the_same_po
     expected = every_pod(s)["indexed_job"]["spec"]["containers"][0]
     (worker_container,) = worker["template"]["spec"]["containers"]
     assert worker_container["name"] == "mpi-worker"
-    assert worker_container["command"] == tw.MPI_WORKER_COMMAND == ["sleep", "365d"]
+    assert worker_container["command"] == ts.MPI_WORKER_COMMAND == ["sleep", "365d"]
     for key in ("resources", "securityContext", "env", "volumeMounts"):
         assert worker_container[key] == expected[key], key
     assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": tw.shm_size(s)}} in worker[
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ts.shm_size(s)}} in worker[
         "template"
     ]["spec"]["volumes"]
     # The launcher: mpirun, no GPU, Guaranteed, the NCCL variables to pass on, no network.
@@ -119,7 +123,7 @@ def test_an_mpijob_launcher_keeps_the_operators_service_account_and_workers_take
         service_account="gpu-runner",
         mpi_worker_command=["sleep", "1d"],
     )
-    replicas = tw.mpijob(s)[0]["spec"]["mpiReplicaSpecs"]
+    replicas = tw.mpijob(s)[0][0]["spec"]["mpiReplicaSpecs"]
     # Only the operator's <job>-launcher account may exec into the workers.
     assert "serviceAccountName" not in replicas["Launcher"]["template"]["spec"]
     assert replicas["Worker"]["template"]["spec"]["serviceAccountName"] == "gpu-runner"
@@ -128,7 +132,7 @@ def test_an_mpijob_launcher_keeps_the_operators_service_account_and_workers_take
 
 @pytest.mark.parametrize("key", ["mpirun_argv", "mpi_worker_command"])
 def test_an_mpijob_needs_its_commands(key):
-    found = tw.problems(settings(**{"launcher": "mpijob", "mpirun_argv": MPIRUN, key: []}))
+    found = tc.problems(settings(**{"launcher": "mpijob", "mpirun_argv": MPIRUN, key: []}))
     assert found == ["training_job_%s must be a non-empty list of strings (a command), got []" % key]
 
 
@@ -137,7 +141,7 @@ def test_every_kind_renders_the_same_pod_practices():
     for launcher, pod in pods.items():
         spec = pod["spec"]
         (container,) = spec["containers"]
-        assert container["name"] == tw.CONTAINER_NAMES[launcher]
+        assert container["name"] == tp.CONTAINER_NAMES[launcher]
         amounts = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "rdma/rdma_shared_device_a": "1"}
         assert container["resources"] == {"requests": amounts, "limits": amounts}
         assert container["securityContext"] == {
@@ -162,13 +166,14 @@ def test_every_kind_renders_the_same_pod_practices():
         }
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         assert pod["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
-        assert pod["metadata"]["labels"][tw.RUN_ID_LABEL] == RUN_ID
-        assert pod["metadata"]["labels"][tw.LAUNCHER_LABEL] == launcher
+        assert pod["metadata"]["labels"][tp.RUN_ID_LABEL] == RUN_ID
+        assert pod["metadata"]["labels"][tp.LAUNCHER_LABEL] == launcher
         command = container["command"]
         assert command[:3] == ["python3", "-m", "gpuops_trainer.launch"]
         assert "--max-restarts=0" in command and "--rdzv-backend=c10d" in command
         assert "--rdzv-conf=join_timeout=900,read_timeout=900" in command
-        assert command[-3:] == ["--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26", "--sync-bn"]
+        assert "--output-dir=/checkpoints/%s" % RUN_ID in command and "--epochs=26" in command
+        assert command[-1] == "--sync-bn"
     containers = [pod["spec"]["containers"][0] for pod in pods.values()]
     assert all(c["env"] == containers[0]["env"] for c in containers)
 
@@ -242,24 +247,24 @@ def test_variables_from_secrets_are_references_and_win_over_the_fabrics():
         }
         assert by_name["NCCL_IB_HCA"]["valueFrom"]["secretKeyRef"] == {"name": "fabric", "key": "hca.list"}
         assert "value" not in by_name["HF_TOKEN"] and by_name["EXTRA"]["value"] == "1"
-    (_service, job) = tw.indexed_job(s)
+    (_service, job), _command = tw.indexed_job(s)
     assert "hub-credentials" in str(job) and "token" in str(job)
     workload = tw.workload(dict(s, launcher="pytorchjob"))
     assert "HF_TOKEN" not in workload["env"] and "NCCL_IB_HCA" not in workload["env"]
 
 
 def test_nccl_tests_mpijobs_are_labelled_as_such():
-    (mpijob,) = tw.mpijob(settings(launcher="mpijob", mpirun_argv=MPIRUN))
-    assert mpijob["metadata"]["labels"][tw.NAME_LABEL] == "gpuops-nccl-tests"
-    assert pod_of(tw.indexed_job(settings()), "Job")["metadata"]["labels"][tw.NAME_LABEL] == "gpuops-trainer"
+    (mpijob,), _command = tw.mpijob(settings(launcher="mpijob", mpirun_argv=MPIRUN))
+    assert mpijob["metadata"]["labels"][tp.NAME_LABEL] == "gpuops-nccl-tests"
+    assert pod_of(tw.indexed_job(settings()), "Job")["metadata"]["labels"][tp.NAME_LABEL] == "gpuops-trainer"
 
 
 def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
-    service, job = tw.indexed_job(settings())
-    name = tw.workload_name(settings())
+    (service, job), command = tw.indexed_job(settings())
+    name = ts.workload_name(settings())
     assert name == job["metadata"]["name"] == service["metadata"]["name"]
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
-    assert service["spec"]["selector"] == {tw.RUN_ID_LABEL: RUN_ID}
+    assert service["spec"]["selector"] == {tp.RUN_ID_LABEL: RUN_ID}
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
     assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 3600 + 60
@@ -271,19 +276,19 @@ def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
 
 @pytest.mark.parametrize("policy", ["ExitCode", "Never"])
 def test_pytorchjob_restart_policy_reaches_every_replica(policy):
-    (job,) = tw.pytorchjob(
+    (job,), command = tw.pytorchjob(
         settings(launcher="pytorchjob", pytorchjob_master=True, pytorchjob_restart_policy=policy)
     )
     assert {replica["restartPolicy"] for replica in job["spec"]["pytorchReplicaSpecs"].values()} == {policy}
 
 
 def test_the_indexed_job_exit_code_policy_fails_at_once_on_a_permanent_error_only():
-    (_service, job) = tw.indexed_job(settings())
+    (_service, job), _command = tw.indexed_job(settings())
     assert (
         "podFailurePolicy" not in job["spec"]
         and job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
     )
-    (_service, job) = tw.indexed_job(settings(indexed_job_restart_policy="ExitCode"))
+    (_service, job), _command = tw.indexed_job(settings(indexed_job_restart_policy="ExitCode"))
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     fail_job, ignore = job["spec"]["podFailurePolicy"]["rules"]
     assert fail_job["action"] == "FailJob"
@@ -292,21 +297,20 @@ def test_the_indexed_job_exit_code_policy_fails_at_once_on_a_permanent_error_onl
     # The trainer's permanent codes (2-5) and every other code below 128; none of a signal's.
     assert fail_job["onExitCodes"]["values"] == list(range(1, 128))
     assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
-    assert tw.problems(settings(indexed_job_restart_policy="Never")) == [
+    # The choices are the argument spec's, whatever the launcher (as the role's own check).
+    assert tc.problems(settings(indexed_job_restart_policy="Never")) == [
         "training_job_indexed_job_restart_policy must be one of OnFailure, ExitCode, got 'Never'"
     ]
-    # Another launcher ignores it.
-    assert tw.problems(settings(launcher="pytorchjob", indexed_job_restart_policy="Never")) == []
 
 
 def test_an_unknown_pytorchjob_restart_policy_is_named():
-    assert tw.problems(settings(launcher="pytorchjob", pytorchjob_restart_policy="Always")) == [
+    assert tc.problems(settings(launcher="pytorchjob", pytorchjob_restart_policy="Always")) == [
         "training_job_pytorchjob_restart_policy must be one of OnFailure, ExitCode, Never, got 'Always'"
     ]
 
 
 def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
-    (job,) = tw.pytorchjob(settings(launcher="pytorchjob"))
+    (job,), command = tw.pytorchjob(settings(launcher="pytorchjob"))
     name = job["metadata"]["name"]
     assert job["spec"]["nprocPerNode"] == "8"
     assert job["spec"]["runPolicy"] == {
@@ -323,17 +327,17 @@ def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
     assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29400, "protocol": "TCP"}]
     assert "--rdzv-endpoint=%s-worker-0:29400" % name in container["command"]
 
-    (job,) = tw.pytorchjob(settings(launcher="pytorchjob", pytorchjob_master=True, nnodes=3))
+    (job,), command = tw.pytorchjob(settings(launcher="pytorchjob", pytorchjob_master=True, nnodes=3))
     assert {kind: replica["replicas"] for kind, replica in job["spec"]["pytorchReplicaSpecs"].items()} == {
         "Master": 1,
         "Worker": 2,
     }
     assert (
         "--rdzv-endpoint=%s-master-0:29400" % name
-        in pod_of([job], "PyTorchJob")["spec"]["containers"][0]["command"]
+        in pod_of(([job], command), "PyTorchJob")["spec"]["containers"][0]["command"]
     )
 
-    (job,) = tw.pytorchjob(
+    (job,), command = tw.pytorchjob(
         settings(launcher="pytorchjob", elastic_min_nodes=1, elastic_max_nodes=4, max_restarts=5)
     )
     assert job["spec"]["elasticPolicy"] == {
@@ -349,8 +353,8 @@ def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
 
 
 def test_trainjob_creates_its_runtime_or_overrides_an_existing_one():
-    runtime, trainjob = tw.trainjob(settings(launcher="trainjob"))
-    name = tw.workload_name(settings())
+    (runtime, trainjob), command = tw.trainjob(settings(launcher="trainjob"))
+    name = ts.workload_name(settings())
     assert runtime["kind"] == "TrainingRuntime" and runtime["metadata"]["name"] == name
     assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {"numProcPerNode": 8}}
     (replicated,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
@@ -369,7 +373,7 @@ def test_trainjob_creates_its_runtime_or_overrides_an_existing_one():
     }
     assert trainjob["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 8}
 
-    (trainjob,) = tw.trainjob(settings(launcher="trainjob", trainjob_runtime="torch-distributed"))
+    (trainjob,), command = tw.trainjob(settings(launcher="trainjob", trainjob_runtime="torch-distributed"))
     assert trainjob["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
     trainer = trainjob["spec"]["trainer"]
     assert trainer["image"] == "registry.example/gpuops-trainer:1.0"
@@ -384,8 +388,8 @@ def test_trainjob_creates_its_runtime_or_overrides_an_existing_one():
 
 def test_runai_argv_from_the_same_settings():
     s = settings(launcher="runai", runai_project="vision", dataset_pvc="coco", nccl_debug="WARN")
-    name = tw.workload_name(s)
-    argv = tw.runai_argv(s)
+    name = ts.workload_name(s)
+    argv, command = tw.runai(s)
     separator = argv.index("--")
     assert argv[:separator] == [
         "runai", "training", "pytorch", "submit", name,
@@ -419,21 +423,26 @@ def test_runai_argv_from_the_same_settings():
         "--rdzv-backend=c10d", "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
         "--rdzv-id=%s" % RUN_ID, "--rdzv-conf=join_timeout=900,read_timeout=900",
         "-m", "gpuops_trainer.train",
-        "--output-dir=/checkpoints/%s" % RUN_ID, "--epochs=26", "--sync-bn",
+        "--output-dir=/checkpoints/%s" % RUN_ID, "--model=retinanet_resnet50_fpn", "--dataset=synthetic",
+        "--synthetic-images=64", "--synthetic-classes=3", "--image-size=512", "--min-size=800",
+        "--max-size=1333", "--epochs=26", "--batch-size=2", "--lr=0.01", "--warmup-iters=100",
+        "--workers=8", "--dist-backend=auto", "--dist-timeout-s=1800", "--print-freq=10", "--sync-bn",
     ]  # fmt: skip
+    assert tw.workload(s)["command"] == command == argv[separator + 1 :]
     result = tw.workload(s)
     assert result["runai_argv"] == argv and result["manifests"] == []
     assert result["pod_selector"] == "training.kubeflow.org/job-name=%s" % name
 
 
 def test_sync_bn_only_across_nodes_with_gpus():
-    assert tw.sync_bn(settings(nnodes=2))
-    assert not tw.sync_bn(settings(nnodes=1))
-    assert not tw.sync_bn(settings(nnodes=2, gpus_per_node=0, nproc_per_node=2))
-    assert not tw.sync_bn(settings(nnodes=2, backend="gloo"))
-    assert tw.sync_bn(settings(launcher="pytorchjob", nnodes=1, elastic_min_nodes=1, elastic_max_nodes=2))
-    assert not tw.sync_bn(settings(nnodes=2, sync_bn="false"))
-    assert "--sync-bn" not in tw.trainer_args(settings(nnodes=1))
+    assert ts.sync_bn(settings(nnodes=2))
+    assert not ts.sync_bn(settings(nnodes=1))
+    assert not ts.sync_bn(settings(nnodes=2, gpus_per_node=0, nproc_per_node=2))
+    assert not ts.sync_bn(settings(nnodes=2, backend="gloo"))
+    assert ts.sync_bn(settings(launcher="pytorchjob", nnodes=1, elastic_min_nodes=1, elastic_max_nodes=2))
+    assert not ts.sync_bn(settings(nnodes=2, sync_bn="false"))
+    assert "--sync-bn" not in tw.workload(settings(nnodes=1))["command"]
+    assert "--sync-bn" in tw.workload(settings(nnodes=2))["command"]
 
 
 def test_cpu_runs_request_no_gpus_and_promise_no_transport():
@@ -448,12 +457,12 @@ def test_cpu_runs_request_no_gpus_and_promise_no_transport():
 
 
 def test_shm_size_given_or_sized():
-    assert tw.shm_size(settings(shm_size="64Gi")) == "64Gi"
-    assert tw.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=0)) == "1Gi"
-    assert tw.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=2, max_size=96)) == "2Gi"
+    assert ts.shm_size(settings(shm_size="64Gi")) == "64Gi"
+    assert ts.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=0)) == "1Gi"
+    assert ts.shm_size(settings(nproc_per_node=1, gpus_per_node=1, workers=2, max_size=96)) == "2Gi"
     # 2 ranks x (4 workers x 2 prefetched x 2 samples x 100Mi + 1Gi) = 5.1 GiB
     assert (
-        tw.shm_size(settings(shm_sample_bytes="100Mi", nproc_per_node=2, gpus_per_node=2, workers=4)) == "6Gi"
+        ts.shm_size(settings(shm_sample_bytes="100Mi", nproc_per_node=2, gpus_per_node=2, workers=4)) == "6Gi"
     )
 
 
@@ -470,190 +479,23 @@ def test_no_user_ids_and_no_pvc():
 
 
 def test_the_name_is_short_stable_and_dns_safe():
-    assert tw.workload_name(settings()) == tw.workload_name(settings())
-    assert tw.workload_name(settings()) != tw.workload_name(settings(run_id=RUN_ID + "x"))
-    name = tw.workload_name(settings(name="9 Very_Long Training Job Name With Spaces"))
+    assert ts.workload_name(settings()) == ts.workload_name(settings())
+    assert ts.workload_name(settings()) != ts.workload_name(settings(run_id=RUN_ID + "x"))
+    name = ts.workload_name(settings(name="9 Very_Long Training Job Name With Spaces"))
     assert name.startswith("r9-very-long-trainin") and len(name) <= 27
-    assert tw.workload_name(settings(k8s_name="mine")) == "mine"
-    assert tw.run_label(settings(run_id="a b/c!")) == "a-b-c"
-
-
-def problems_of(**overrides):
-    return tw.problems(settings(**overrides))
-
-
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (
-            {"launcher": "slurm"},
-            "training_job_launcher must be one of pytorchjob, indexed_job, trainjob, runai, mpijob, "
-            "got 'slurm'",
-        ),
-        ({"run_id": ""}, "training_job_run_id is empty"),
-        (
-            {"k8s_name": "Bad_Name"},
-            "training_job_k8s_name: the objects' name 'Bad_Name' must be a DNS-1035 label",
-        ),
-        ({"namespace": "Training"}, "training_job_namespace must be a DNS-1123 label"),
-        ({"image": ""}, "training_job_image is required for the indexed_job launcher"),
-        (
-            {"image_pull_policy": "Sometimes"},
-            "training_job_image_pull_policy must be Always, IfNotPresent or Never",
-        ),
-        ({"nnodes": 0}, "training_job_nnodes must be an integer at least 1, got 0"),
-        ({"nproc_per_node": 9}, "training_job_nproc_per_node (9) exceeds training_job_gpus_per_node (8)"),
-        (
-            {"gpus_per_node": 0, "nproc_per_node": 1, "backend": "nccl"},
-            "training_job_backend is nccl but training_job_gpus_per_node is 0",
-        ),
-        ({"cpu": "lots"}, "training_job_cpu 'lots' is not a Kubernetes quantity"),
-        ({"memory": "0"}, "training_job_memory must be a quantity above 0"),
-        ({"memory": "8Gi"}, "training_job_memory (8Gi) must be larger than the /dev/shm size 14Gi"),
-        ({"shm_size": "-1Gi"}, "training_job_shm_size must be a quantity above 0"),
-        ({"fabric": "ethernet"}, "training_job_fabric must be one of ib, roce, socket, got 'ethernet'"),
-        (
-            {"network": "Not A Net"},
-            "training_job_network: 'Not A Net' is not a NetworkAttachmentDefinition reference",
-        ),
-        ({"network": {"a": 1}}, "training_job_network must be a network name or a list of them"),
-        ({"rdma_resource": "rdma"}, "training_job_rdma_resource must be an extended resource name"),
-        ({"rdma_per_node": 0}, "training_job_rdma_per_node must be an integer at least 1, got 0"),
-        ({"nccl_ib_hca": ""}, "training_job_nccl_ib_hca must name the HCAs for the ib fabric"),
-        (
-            {"nccl_net_gdr_level": "FAR"},
-            "training_job_nccl_net_gdr_level must be one of LOC, PIX, PXB, PHB, SYS or empty",
-        ),
-        (
-            {"fabric": "roce", "nccl_ib_gid_index": -1},
-            "training_job_nccl_ib_gid_index must be an integer at least 0",
-        ),
-        ({"nccl_socket_ifname": "eth0; rm"}, "training_job_nccl_socket_ifname must be an interface name"),
-        ({"env": {"1BAD": "x"}}, "training_job_env: '1BAD' is not a valid environment variable name"),
-        (
-            {"env_from_secrets": ["HF_TOKEN"]},
-            "training_job_env_from_secrets must be a mapping of variable names to {secret, key}",
-        ),
-        (
-            {"env_from_secrets": {"1BAD": {"secret": "s", "key": "k"}}},
-            "training_job_env_from_secrets: '1BAD' is not a valid environment variable name",
-        ),
-        (
-            {"env_from_secrets": {"TOKEN": "hub/token"}},
-            "training_job_env_from_secrets: TOKEN must be a mapping with exactly the keys secret and key",
-        ),
-        (
-            {"env_from_secrets": {"TOKEN": {"secret": "Hub Creds", "key": "token"}}},
-            "training_job_env_from_secrets: TOKEN.secret must be a Secret name, got 'Hub Creds'",
-        ),
-        (
-            {"env_from_secrets": {"TOKEN": {"secret": "hub", "key": "../token"}}},
-            "training_job_env_from_secrets: TOKEN.key must be a key of the Secret",
-        ),
-        (
-            {"env": {"TOKEN": "x"}, "env_from_secrets": {"TOKEN": {"secret": "hub", "key": "token"}}},
-            "training_job_env_from_secrets: TOKEN is also set in training_job_env",
-        ),
-        (
-            {"launcher": "runai", "env_from_secrets": {"TOKEN": {"secret": "hub", "key": "token"}}},
-            "training_job_env_from_secrets: the runai launcher cannot reference Secrets",
-        ),
-        (
-            {"seccomp_profile": "Localhost"},
-            "training_job_seccomp_profile must be RuntimeDefault, Unconfined or empty, got 'Localhost'",
-        ),
-        (
-            {"run_as_user": -1},
-            "training_job_run_as_user must be a user or group id (0 or more) or empty, got -1",
-        ),
-        (
-            {"checkpoint_pvc": "Bad PVC"},
-            "training_job_checkpoint_pvc must be a PersistentVolumeClaim name or empty",
-        ),
-        (
-            {"checkpoint_mount": "/dev/shm"},
-            "training_job_checkpoint_mount must be an absolute path other than / and /dev/shm",
-        ),
-        (
-            {"dataset_pvc": "coco", "dataset_mount": "/checkpoints"},
-            "training_job_checkpoint_mount and training_job_dataset_mount must differ",
-        ),
-        ({"backoff_limit": -1}, "training_job_backoff_limit must be an integer at least 0, got -1"),
-        ({"rdzv_port": 70000}, "training_job_rdzv_port must be an integer between 1 and 65535, got 70000"),
-        ({"timeout_s": 0}, "training_job_timeout_s must be an integer at least 1, got 0"),
-        (
-            {"launcher": "pytorchjob", "elastic_min_nodes": 3, "elastic_max_nodes": 4},
-            "training_job_elastic_min_nodes (3) <= training_job_nnodes (2) "
-            "<= training_job_elastic_max_nodes (4) must hold",
-        ),
-        (
-            {"elastic_max_nodes": 4},
-            "training_job_elastic_max_nodes is set but training_job_elastic_min_nodes is 0",
-        ),
-        (
-            {"elastic_min_nodes": 1, "elastic_max_nodes": 4},
-            "training_job_elastic_min_nodes: elastic runs need the pytorchjob launcher, an Indexed Job",
-        ),
-        (
-            {
-                "launcher": "pytorchjob",
-                "pytorchjob_master": True,
-                "elastic_min_nodes": 1,
-                "elastic_max_nodes": 4,
-            },
-            "an elastic PyTorchJob has Workers only",
-        ),
-        (
-            {"launcher": "trainjob", "elastic_min_nodes": 1, "elastic_max_nodes": 4},
-            "Kubeflow Trainer v2 does not run elastic TrainJobs yet",
-        ),
-        ({"sync_bn": "maybe"}, "training_job_sync_bn must be auto, true or false"),
-        (
-            {"sync_bn": "true", "gpus_per_node": 0, "nproc_per_node": 1},
-            "training_job_sync_bn is true but the run has no GPUs or uses gloo",
-        ),
-        (
-            {"namespace": "a-rather-long-namespace-name"},
-            "training_job_set_hostname_as_fqdn: the pods' host name",
-        ),
-        (
-            {"launcher": "trainjob", "trainjob_runtime_kind": "Runtime"},
-            "training_job_trainjob_runtime_kind must be TrainingRuntime or ClusterTrainingRuntime",
-        ),
-        (
-            {"pod_annotations": {"bad key!": "x"}},
-            "training_job_pod_annotations: 'bad key!' is not a valid annotation key",
-        ),
-        (
-            {"pod_labels": {"team": "a b"}},
-            "training_job_pod_labels: the value 'a b' of team is not a valid label value",
-        ),
-        ({"tolerations": "all"}, "training_job_tolerations must be a list of tolerations"),
-        ({"service_account": "Trainer"}, "training_job_service_account must be a DNS-1123 name or empty"),
-        ({"trainer_args": "--epochs=1"}, "training_job_trainer_args must be a list of strings"),
-    ],
-)
-def test_every_problem_names_its_variable(overrides, message):
-    found = problems_of(**overrides)
-    assert any(message in problem for problem in found), found
-
-
-def test_the_fqdn_problem_says_how_long_it_is():
-    (problem,) = problems_of(namespace="a-rather-long-namespace-name")
-    assert "has 82 characters, Linux allows 64" in problem
-    assert problems_of(namespace="a-rather-long-namespace-name", set_hostname_as_fqdn=False) == []
-    assert problems_of(namespace="a-rather-long-namespace-name", launcher="pytorchjob") == []
+    assert ts.workload_name(settings(k8s_name="mine")) == "mine"
+    assert ts.run_label(settings(run_id="a b/c!")) == "a-b-c"
 
 
 def test_the_builders_refuse_bad_settings_with_every_problem():
-    with pytest.raises(tw.WorkloadError) as error:
+    with pytest.raises(tc.SettingsError) as error:
         tw.indexed_job(settings(image="", nnodes=0))
     assert "training_job_image is required" in str(error.value) and "training_job_nnodes" in str(error.value)
 
 
 def test_the_filter_plugin_is_thin():
     filters = FilterModule().filters()
-    assert filters["training_workload_problems"](settings(image="")) == problems_of(image="")
+    assert filters["training_workload_problems"](settings(image="")) == tc.problems(settings(image=""))
     result = filters["training_workload"](settings(launcher="pytorchjob"))
     assert result["kind"] == "PyTorchJob" and result["api_version"] == "kubeflow.org/v1"
     assert result["expected_pods"] == 2 and result["world_size"] == 16
@@ -667,6 +509,6 @@ def test_the_filter_plugin_is_thin():
 def test_settings_are_not_changed():
     s = settings(env={"A": "1"}, tolerations=[{"key": "gpu", "operator": "Exists"}])
     before = copy.deepcopy(s)
-    for launcher in tw.LAUNCHERS:
+    for launcher in ts.WORKLOAD_LAUNCHERS:
         tw.workload(dict(s, launcher=launcher, mpirun_argv=MPIRUN))
     assert s == before

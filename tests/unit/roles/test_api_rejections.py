@@ -1,0 +1,26 @@
+"""A rejected object is reported the same way by every role: the server's own message, read
+by the collection's k8s_api_error_message filter, not parsed out of the error in Jinja."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
+TASK_FILES = sorted(ROLES.glob("*/tasks/*.yml"))
+
+
+@pytest.mark.parametrize("path", TASK_FILES, ids=lambda path: str(path.relative_to(ROLES)))
+def test_no_task_parses_the_api_servers_error_itself(path):
+    text = path.read_text()
+    assert "regex_search('[{]" not in text and "| from_json).message" not in text
+
+
+def test_the_rescues_read_the_servers_message_with_the_filter():
+    users = [path for path in TASK_FILES if "gpuops.training.k8s_api_error_message" in path.read_text()]
+    assert {path.parent.parent.name for path in users} >= {
+        "secondary_networks",
+        "training_namespace",
+        "training_job",
+    }
