@@ -426,6 +426,75 @@ def storage_problems(s, var):
             "%s and %s must differ, both are %r"
             % (var("checkpoint_mount"), var("dataset_mount"), s.get("checkpoint_mount"))
         )
+    return found + extra_volume_problems(s, var)
+
+
+# The pod's own volumes; a user's volume of the same name would replace one of them.
+OWN_VOLUMES = ("dshm", "checkpoints", "dataset")
+
+
+def extra_volume_problems(s, var):
+    """The user's volumes: Volume objects with new, valid names, each mounted by a VolumeMount
+    at an absolute path none of the pod's own mounts uses."""
+    found = []
+    volumes = s.get("volumes") or []
+    mounts = s.get("volume_mounts") or []
+    names = []
+    if not isinstance(volumes, list):
+        return ["%s must be a list of Kubernetes Volume objects, got %r" % (var("volumes"), volumes)]
+    for index, volume in enumerate(volumes):
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if not isinstance(name, str) or dns_label_problem(name):
+            found.append(
+                "%s[%d] must be a Volume with a name that is a DNS label, got %r"
+                % (var("volumes"), index, volume)
+            )
+        elif name in OWN_VOLUMES or name in names:
+            found.append(
+                "%s[%d] is named %r, which %s"
+                % (
+                    var("volumes"),
+                    index,
+                    name,
+                    "the pod uses for its own volume" if name in OWN_VOLUMES else "an earlier volume has",
+                )
+            )
+        elif len(volume) < 2:
+            found.append(
+                "%s[%d] (%s) names no volume source (hostPath, nfs, configMap, ...)"
+                % (var("volumes"), index, name)
+            )
+        names.append(name)
+    if not isinstance(mounts, list):
+        return found + [
+            "%s must be a list of Kubernetes VolumeMount objects, got %r" % (var("volume_mounts"), mounts)
+        ]
+    taken = {"/dev/shm", str(s.get("checkpoint_mount")).rstrip("/")}
+    if s.get("dataset_pvc"):
+        taken.add(str(s.get("dataset_mount")).rstrip("/"))
+    for index, mount in enumerate(mounts):
+        if not isinstance(mount, dict) or not isinstance(mount.get("name"), str):
+            found.append(
+                "%s[%d] must be a VolumeMount with a name, got %r" % (var("volume_mounts"), index, mount)
+            )
+            continue
+        path = mount.get("mountPath")
+        if mount["name"] not in names:
+            found.append(
+                "%s[%d] mounts %r, which is not in %s"
+                % (var("volume_mounts"), index, mount["name"], var("volumes"))
+            )
+        if not (isinstance(path, str) and path.startswith("/") and path.rstrip("/")):
+            found.append(
+                "%s[%d] needs an absolute mountPath other than /, got %r"
+                % (var("volume_mounts"), index, path)
+            )
+        elif path.rstrip("/") in taken:
+            found.append(
+                "%s[%d] mounts at %s, which the pod already uses" % (var("volume_mounts"), index, path)
+            )
+        else:
+            taken.add(path.rstrip("/"))
     return found
 
 

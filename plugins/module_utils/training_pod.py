@@ -163,7 +163,7 @@ def volumes(settings):
                 "persistentVolumeClaim": {"claimName": settings["dataset_pvc"], "readOnly": True},
             }
         )
-    return result
+    return result + [dict(volume) for volume in settings.get("volumes") or []]
 
 
 def volume_mounts(settings):
@@ -173,7 +173,7 @@ def volume_mounts(settings):
     ]
     if settings.get("dataset_pvc"):
         result.append({"name": "dataset", "mountPath": settings.get("dataset_mount"), "readOnly": True})
-    return result
+    return result + [dict(mount) for mount in settings.get("volume_mounts") or []]
 
 
 def container_security_context():

@@ -259,3 +259,40 @@ def test_settings_that_are_not_a_mapping_are_named():
     assert tc.problems(["cpu"], prefix="nccl_tests_") == [
         "the settings must be a mapping of nccl_tests_* variables (without the prefix), got list"
     ]
+
+
+@pytest.mark.parametrize(
+    ("volumes", "mounts", "message"),
+    [
+        (
+            [{"name": "dshm", "emptyDir": {}}],
+            [],
+            "training_job_volumes[0] is named 'dshm', which the pod uses",
+        ),
+        ([{"name": "Bad_Name", "emptyDir": {}}], [], "training_job_volumes[0] must be a Volume with a name"),
+        ([{"name": "libs"}], [], "training_job_volumes[0] (libs) names no volume source"),
+        (
+            [{"name": "libs", "emptyDir": {}}, {"name": "libs", "emptyDir": {}}],
+            [],
+            "training_job_volumes[1] is named 'libs', which an earlier volume has",
+        ),
+        (
+            [],
+            [{"name": "libs", "mountPath": "/libs"}],
+            "training_job_volume_mounts[0] mounts 'libs', which is not in",
+        ),
+        (
+            [{"name": "libs", "emptyDir": {}}],
+            [{"name": "libs", "mountPath": "relative"}],
+            "training_job_volume_mounts[0] needs an absolute mountPath",
+        ),
+        (
+            [{"name": "libs", "emptyDir": {}}],
+            [{"name": "libs", "mountPath": "/checkpoints"}],
+            "training_job_volume_mounts[0] mounts at /checkpoints, which the pod already uses",
+        ),
+    ],
+)
+def test_extra_volumes_are_checked_naming_the_entry(volumes, mounts, message):
+    found = problems_of(volumes=volumes, volume_mounts=mounts)
+    assert any(message in problem for problem in found), found

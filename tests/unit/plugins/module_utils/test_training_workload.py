@@ -512,3 +512,14 @@ def test_settings_are_not_changed():
     for launcher in ts.WORKLOAD_LAUNCHERS:
         tw.workload(dict(s, launcher=launcher, mpirun_argv=MPIRUN))
     assert s == before
+
+
+HOST_LIBS = {"name": "host-libs", "hostPath": {"path": "/usr/local/nvidia", "type": "Directory"}}
+
+
+def test_extra_volumes_reach_every_kind_after_the_pods_own():
+    mount = {"name": "host-libs", "mountPath": "/usr/local/nvidia", "readOnly": True}
+    for pod in every_pod(settings(volumes=[HOST_LIBS], volume_mounts=[mount])).values():
+        assert pod["spec"]["volumes"][-1] == HOST_LIBS
+        assert [volume["name"] for volume in pod["spec"]["volumes"]][:2] == ["dshm", "checkpoints"]
+        assert pod["spec"]["containers"][0]["volumeMounts"][-1] == mount
