@@ -141,6 +141,7 @@ def rank_rows(summary):
             {
                 "rank": rank,
                 "host": train.get("host") or comm.get("host"),
+                "node": train.get("node"),
                 "status": train.get("status"),
                 "epochs": train.get("epochs_completed"),
                 "last_loss": train.get("last_epoch_loss"),
@@ -163,6 +164,7 @@ def _rank_key(rank):
 RANK_COLUMNS = (
     ("rank", "rank", None),
     ("host", "host", None),
+    ("node", "node", None),
     ("status", "status", None),
     ("epochs", "epochs", None),
     ("last epoch loss", "last_loss", 4),

@@ -52,6 +52,7 @@ def build_run_summary(run, training, nccl):
         {
             "rank": rank.get("rank"),
             "host": rank.get("host"),
+            "node": rank.get("node"),
             "status": rank.get("status"),
             "epochs_completed": rank.get("epochs_completed"),
             "last_step": rank.get("last_step"),

@@ -40,6 +40,7 @@ class _RankState:
     __slots__ = (
         "rank",
         "host",
+        "node",
         "attempt",
         "run_start",
         "run_end",
@@ -53,6 +54,7 @@ class _RankState:
     def __init__(self, rank, tail_lines):
         self.rank = rank
         self.host = None
+        self.node = None
         self.attempt = 0
         self.run_start = None
         self.run_end = None
@@ -183,6 +185,7 @@ class TrainingLogParser:
         if source in self._untagged_tail and self._source_rank[source] == rank:
             state.tail.extend(self._untagged_tail.pop(source))
         state.host = record.get("host", state.host)
+        state.node = record.get("node", state.node)
         attempt = record.get("attempt")
         if isinstance(attempt, int):
             state.attempt = max(state.attempt, attempt)
@@ -317,6 +320,7 @@ class TrainingLogParser:
         return {
             "rank": state.rank,
             "host": state.host,
+            "node": state.node,
             "status": status,
             "error": (state.run_end or {}).get("error"),
             "error_time": (state.run_end or {}).get("time") if status == "error" else None,

@@ -127,8 +127,17 @@ def secret_env(settings):
     ]
 
 
+# The Kubernetes node the pod runs on, from the downward API: the trainer records it on every
+# rank, so the verdict names each rank's node (its host name is the pod's).
+NODE_NAME_ENV = {"name": "GPUOPS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
 def container_env(settings):
-    return [{"name": key, "value": value} for key, value in env_pairs(settings)] + secret_env(settings)
+    return (
+        [{"name": key, "value": value} for key, value in env_pairs(settings)]
+        + secret_env(settings)
+        + [dict(NODE_NAME_ENV)]
+    )
 
 
 # --------------------------------------------------------------------------------------

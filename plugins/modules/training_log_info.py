@@ -116,7 +116,13 @@ ranks:
   elements: dict
   contains:
     rank: {description: The global rank., type: int, returned: always}
-    host: {description: Host name the rank ran on., type: str, returned: always}
+    host: {description: Host name the rank ran on (a pod's name on Kubernetes)., type: str, returned: always}
+    node:
+      description:
+        - The machine the rank ran on, from its records - the Kubernetes node of its pod, or the host;
+          null for records of trainers that predate it.
+      type: str
+      returned: always
     status:
       description:
         - C(ok) or C(error) from the rank's C(run_end) record, C(incomplete) when the rank

@@ -46,6 +46,9 @@ class MetricsWriter:
             "local_rank": local_rank,
             "world_size": world_size,
             "host": socket.gethostname(),
+            # The machine the rank runs on: a pod's host name is the pod's, so the Kubernetes
+            # launchers pass the node's name (downward API); elsewhere it is the host.
+            "node": os.environ.get("GPUOPS_NODE_NAME") or socket.gethostname(),
             "attempt": attempt if attempt is not None else restart_attempt(),
         }
         self.stream = stream if stream is not None else sys.stdout

@@ -62,7 +62,8 @@ def every_pod(s):
 
 
 def env_of(pod):
-    return {item["name"]: item["value"] for item in pod["spec"]["containers"][0]["env"]}
+    """The plain variables (those read from Secrets or the downward API have no value)."""
+    return {item["name"]: item["value"] for item in pod["spec"]["containers"][0]["env"] if "value" in item}
 
 
 MPIRUN = ["mpirun", "-np", "16", "/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "8G"]
@@ -523,3 +524,9 @@ def test_extra_volumes_reach_every_kind_after_the_pods_own():
         assert pod["spec"]["volumes"][-1] == HOST_LIBS
         assert [volume["name"] for volume in pod["spec"]["volumes"]][:2] == ["dshm", "checkpoints"]
         assert pod["spec"]["containers"][0]["volumeMounts"][-1] == mount
+
+
+def test_every_pod_tells_the_trainer_its_node_through_the_downward_api():
+    for pod in every_pod(settings()).values():
+        (node,) = [item for item in pod["spec"]["containers"][0]["env"] if item["name"] == "GPUOPS_NODE_NAME"]
+        assert node == {"name": "GPUOPS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}

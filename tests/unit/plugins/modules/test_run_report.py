@@ -26,7 +26,8 @@ REGMR_FAILURE = NCCL_FIXTURES / "perlmutter-ofi-cxi-2node-regmr-fail.log"
 def metrics_lines(rank, losses, world_size=2):
     def record(event, **fields):
         return json.dumps({"schema": SCHEMA, "event": event, "rank": rank, "world_size": world_size,
-                           "host": "node-%d" % rank, "attempt": 0, **fields})  # fmt: skip
+                           "host": "node-%d" % rank, "node": "gpu-node-%d" % rank, "attempt": 0,
+                           **fields})  # fmt: skip
 
     # Rank 1 runs with containerd's usual 8 MiB locked-memory limit, rank 0 unlimited.
     memlock = -1 if rank == 0 else 8 << 20
@@ -89,8 +90,12 @@ def test_the_report_has_every_section_with_remedies_and_relative_log_links(run_m
     assert "*" not in markdown.split("## Logs")[1]  # globs expanded to the files
     assert 'href="logs/rank1.log"' in page
     # Every rank row of the markdown table: 12 columns, rank first.
-    rows = [line for line in markdown.splitlines() if line.startswith(("| 0 | node-0", "| 1 | node-1"))]
-    assert len(rows) == 2 and all(row.count(" | ") == 11 for row in rows)
+    rows = [
+        line
+        for line in markdown.splitlines()
+        if line.startswith(("| 0 | node-0 | gpu-node-0", "| 1 | node-1 | gpu-node-1"))
+    ]
+    assert len(rows) == 2 and all(row.count(" | ") == 12 for row in rows)
 
 
 def test_the_curves_are_real_plots_of_the_run(run_module, tmp_path, summary):
