@@ -34,6 +34,13 @@ if "${podman[@]}" image exists "$IMAGE"; then
   exit 0
 fi
 
+# Already built in podman's own storage: copy it over rather than bootstrap it again.
+if [ ${#podman[@]} -gt 1 ] && podman image exists "$IMAGE"; then
+  podman save "$IMAGE" | "${podman[@]}" load >/dev/null
+  echo "copied $IMAGE from podman's own storage"
+  exit 0
+fi
+
 for tool in debootstrap podman runc; do
   command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y podman runc debootstrap" >&2; exit 1; }
 done

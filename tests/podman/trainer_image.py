@@ -57,8 +57,9 @@ CACHE_DIR = pathlib.Path(
 
 # The base layer's tag is this name, the Python version and a digest of what the layer holds.
 BASE_REPOSITORY = "localhost/gpuops-trainer-base"
-# The trainer image the tests build and run (and a real node's pods run with pull policy Never).
-TRAINER_IMAGE = "localhost/gpuops-trainer:dev"
+# The trainer image the tests build and run (and a real node's pods run with pull policy Never),
+# tagged per checkout: several checkouts on one machine share podman's storage.
+TRAINER_IMAGE = "localhost/gpuops-trainer:dev-" + hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:8]
 # Where the base keeps its environment and the links to the host's torch.
 BASE_VENV = "/opt/venv"
 TORCH_LINKS = "/opt/host-torch"
@@ -328,29 +329,38 @@ def build_wheelhouse(venv: pathlib.Path = DEFAULT_VENV) -> pathlib.Path:
     return wheelhouse
 
 
+def build_inputs(storage: Storage = Storage(), venv: pathlib.Path = DEFAULT_VENV) -> dict:
+    """The build arguments and volumes that build training/Containerfile here: the local base,
+    the wheelhouse, pip offline, this machine's Python mounted (the roles/trainer_image tests
+    pass the same to the role)."""
+    wheelhouse = build_wheelhouse(venv)
+    return {
+        "build_args": {
+            "BASE_IMAGE": build_base(storage, venv),
+            "PIP_NO_INDEX": "1",
+            "PIP_FIND_LINKS": WHEELS_IN_BUILD,
+        },
+        "volumes": [f"{wheelhouse}:{WHEELS_IN_BUILD}:ro"]
+        + [mount.volume_option() for mount in runtime_mounts(venv)],
+    }
+
+
 def build_trainer_image(
     storage: Storage = Storage(),
     image: str = TRAINER_IMAGE,
     venv: pathlib.Path = DEFAULT_VENV,
     build_args: dict[str, str] | None = None,
+    context: pathlib.Path = TRAINING_DIR,
 ) -> str:
-    """training/Containerfile on the local base, offline; podman's layer cache makes a rebuild
-    of unchanged sources take seconds."""
-    base = build_base(storage, venv)
-    wheelhouse = build_wheelhouse(venv)
-    arguments = {
-        "BASE_IMAGE": base,
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": WHEELS_IN_BUILD,
-        **(build_args or {}),
-    }
-    command = [*storage.podman(), "build", "--network", "none", "--file", str(CONTAINERFILE), "--tag", image]
-    for name, value in arguments.items():
+    """CONTEXT's Containerfile (training/Containerfile) on the local base, offline; podman's
+    layer cache makes a rebuild of unchanged sources take seconds."""
+    inputs = build_inputs(storage, venv)
+    command = [*storage.podman(), "build", "--network", "none", "--file", str(context / "Containerfile")]
+    for name, value in {**inputs["build_args"], **(build_args or {})}.items():
         command += ["--build-arg", f"{name}={value}"]
-    command += ["--volume", f"{wheelhouse}:{WHEELS_IN_BUILD}:ro"]
-    for mount in runtime_mounts(venv):
-        command += ["--volume", mount.volume_option()]
-    _run([*command, str(TRAINING_DIR)])
+    for volume in inputs["volumes"]:
+        command += ["--volume", volume]
+    _run([*command, "--tag", image, str(context)])
     return image
 
 
