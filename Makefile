@@ -24,7 +24,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test venv collection system-packages node-image trainer-image harness-build lint ruff ansible-lint \
+.PHONY: help demo test venv collection system-packages node-image trainer-image registry harness-build lint ruff ansible-lint \
 	unit sanity integration molecule release docs docs-check clean
 
 help:
@@ -46,6 +46,11 @@ node-image: system-packages
 # seconds when nothing changed.
 trainer-image: system-packages $(STAMP)
 	$(BIN)/python tests/podman/trainer_image.py build
+
+# A container registry for the trainer_image role's push tests, built through the Go module
+# proxy into the harness's cache (once per machine, a few minutes cold).
+registry: $(STAMP)
+	$(BIN)/python tests/podman/registry.py
 
 # kube-apiserver, etcd, kwok and the Training Operator, built through the Go module proxy
 # into a cache outside the repository (cold about 10 minutes, warm well under a second),
@@ -123,10 +128,10 @@ BACKGROUND_LOG := .build/background-builds.log
 test: system-packages venv
 	@mkdir -p .build
 	@set -m; \
-	$(MAKE) --no-print-directory harness-build node-image trainer-image > $(BACKGROUND_LOG) 2>&1 & \
+	$(MAKE) --no-print-directory harness-build node-image trainer-image registry > $(BACKGROUND_LOG) 2>&1 & \
 	builder=$$!; \
 	trap 'kill -- -$$builder 2>/dev/null || true' EXIT INT TERM; \
-	echo "building the harness binaries, helm, the node image and the trainer image in the background (log: $(BACKGROUND_LOG))"; \
+	echo "building the harness binaries, helm, the node and trainer images and a registry in the background (log: $(BACKGROUND_LOG))"; \
 	$(MAKE) --no-print-directory lint docs-check unit sanity; \
 	echo "waiting for the background builds"; \
 	if ! wait $$builder; then cat $(BACKGROUND_LOG); echo "the background builds failed (log above)" >&2; exit 1; fi; \
@@ -159,7 +164,7 @@ sanity: $(TARBALL) system-packages
 	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
-integration: collection harness-build trainer-image
+integration: collection harness-build trainer-image registry
 	$(BIN)/python -m pytest --durations=15 tests/integration
 
 MOLECULE_SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suites need when they are missing:
-# podman, runc and debootstrap for the Molecule node scenarios, shellcheck for
-# ansible-test sanity, openssl for the Kubernetes harness's certificates, sshd and ip for
-# the two-node SSH launcher test (network namespaces).
+# podman, runc and debootstrap for the Molecule node scenarios and the trainer image, skopeo
+# for the trainer_image role's push, shellcheck for ansible-test sanity, openssl for the
+# Kubernetes harness's certificates and the test registry's, sshd and ip for the two-node SSH
+# launcher test (network namespaces).
 set -euo pipefail
 
 declare -A package_for=(
   [podman]=podman
   [runc]=runc
   [debootstrap]=debootstrap
+  [skopeo]=skopeo
   [shellcheck]=shellcheck
   [openssl]=openssl
   [sshd]=openssh-server
