@@ -18,7 +18,7 @@ TARBALL := .build/gpuops-training-$(VERSION).tar.gz
 COLLECTION_SOURCES := galaxy.yml README.md COPYING meta/runtime.yml \
 	$(shell find plugins roles playbooks inventories docs/docsite training/src training/pyproject.toml \
 	  training/Containerfile training/.containerignore training/README.md \
-	  tests/unit tests/sanity -type f -not -path '*/__pycache__/*' 2>/dev/null)
+	  tests/unit tests/sanity tests/integration tests/podman -type f -not -path '*/__pycache__/*' 2>/dev/null)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1

@@ -38,20 +38,20 @@ CRYPTO_VERSION = "v0.36.0"
 HTPASSWD_SOURCE = """package main
 
 import (
-	"fmt"
-	"os"
+    "fmt"
+    "os"
 
-	"golang.org/x/crypto/bcrypt"
+    "golang.org/x/crypto/bcrypt"
 )
 
 // Prints an htpasswd line for the user and password given as arguments.
 func main() {
-	hash, err := bcrypt.GenerateFromPassword([]byte(os.Args[2]), bcrypt.DefaultCost)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("%s:%s\\n", os.Args[1], hash)
+    hash, err := bcrypt.GenerateFromPassword([]byte(os.Args[2]), bcrypt.DefaultCost)
+    if err != nil {
+        fmt.Fprintln(os.Stderr, err)
+        os.Exit(1)
+    }
+    fmt.Printf("%s:%s\\n", os.Args[1], hash)
 }
 """
 
@@ -178,7 +178,7 @@ class Registry:
         return self
 
     def _wait_until_it_answers(self, context: ssl.SSLContext, attempts: int = 100) -> None:
-        for _ in range(attempts):
+        for _attempt in range(attempts):
             if self.process.poll() is not None:
                 raise RegistryError(
                     f"the registry exited: {(self.workdir / 'registry.log').read_text()[-2000:]}"

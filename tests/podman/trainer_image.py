@@ -132,10 +132,8 @@ def _run(command: list[str], **options) -> subprocess.CompletedProcess:
 
 
 def image_exists(image: str, storage: Storage = Storage()) -> bool:
-    return (
-        subprocess.run([*storage.podman(), "image", "exists", image], env=podman_environment()).returncode
-        == 0
-    )
+    command = [*storage.podman(), "image", "exists", image]
+    return subprocess.run(command, env=podman_environment(), check=False).returncode == 0
 
 
 # Runs in the venv's own interpreter: where its Python and torch are, and what the base may hold.
@@ -370,7 +368,7 @@ def run_arguments(venv: pathlib.Path = DEFAULT_VENV) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("what", choices=["base", "build", "mounts", "wheelhouse"])
     parser.add_argument("--root", default=os.environ.get("GPUOPS_PODMAN_ROOT") or None)
     parser.add_argument("--runroot", default=os.environ.get("GPUOPS_PODMAN_RUNROOT") or None)

@@ -217,3 +217,29 @@ def test_a_module_pyproject_toml_does_not_declare_fails_the_build(tmp_path):
     with pytest.raises(trainer_image.TrainerImageError) as failed:
         trainer_image.build_trainer_image(image="localhost/gpuops-trainer:undeclared-test", context=context)
     assert "No module named 'pycocotools'" in str(failed.value)
+
+
+def test_the_image_builds_into_another_containers_storage(tmp_path):
+    # As the real node's CRI-O reads it: podman --root/--runroot (the base's root filesystem is
+    # copied over from podman's own storage, not bootstrapped again).
+    storage = trainer_image.Storage(str(tmp_path / "root"), str(tmp_path / "runroot"))
+    name = "localhost/gpuops-trainer:other-storage-test"
+    try:
+        assert trainer_image.build_trainer_image(storage, image=name) == name
+        assert trainer_image.image_exists(name, storage)
+        assert not trainer_image.image_exists(name)  # not in podman's own storage
+        listed = subprocess.run(
+            [*storage.podman(), "images", "--format", "{{.Repository}}"],
+            env=trainer_image.podman_environment(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert {"localhost/gpuops-trainer-rootfs", "localhost/gpuops-trainer-base"} <= set(listed)
+    finally:
+        subprocess.run(
+            [*storage.podman(), "rmi", "--all", "--force"],
+            env=trainer_image.podman_environment(),
+            capture_output=True,
+            check=False,
+        )
