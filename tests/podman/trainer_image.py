@@ -78,7 +78,8 @@ class TrainerImageError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Storage:
-    """A containers storage: podman's own when both are None."""
+    """A containers storage: podman's own when both are None. podman refuses a runroot longer
+    than 50 characters."""
 
     root: str | None = None
     runroot: str | None = None

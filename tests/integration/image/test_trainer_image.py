@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -222,7 +223,8 @@ def test_a_module_pyproject_toml_does_not_declare_fails_the_build(tmp_path):
 def test_the_image_builds_into_another_containers_storage(tmp_path):
     # As the real node's CRI-O reads it: podman --root/--runroot (the base's root filesystem is
     # copied over from podman's own storage, not bootstrapped again).
-    storage = trainer_image.Storage(str(tmp_path / "root"), str(tmp_path / "runroot"))
+    runroot = tempfile.mkdtemp(prefix="gpuops-runroot-", dir="/tmp")  # podman: at most 50 characters
+    storage = trainer_image.Storage(str(tmp_path / "root"), runroot)
     name = "localhost/gpuops-trainer:other-storage-test"
     try:
         assert trainer_image.build_trainer_image(storage, image=name) == name
@@ -243,3 +245,4 @@ def test_the_image_builds_into_another_containers_storage(tmp_path):
             capture_output=True,
             check=False,
         )
+        shutil.rmtree(runroot, ignore_errors=True)
