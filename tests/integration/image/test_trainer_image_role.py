@@ -129,7 +129,7 @@ def test_bad_settings_fail_in_the_first_task_before_anything_changes(build_varia
     assert recap(run.output)["changed"] == 0
 
 
-def test_the_build_sets_the_fact_and_a_second_run_changes_nothing(build_variables):
+def test_check_mode_reports_the_build_and_the_build_sets_the_fact(build_variables):
     name = "gpuops-trainer-role-%s" % SESSION
     local = "localhost/%s:0.1.0" % name
     variables = {**build_variables, "trainer_image_name": name}
@@ -146,10 +146,7 @@ def test_the_build_sets_the_fact_and_a_second_run_changes_nothing(build_variable
         config = json.loads(podman("image", "inspect", local).stdout)[0]["Config"]
         assert config["User"] == "1000:1000"
         assert config["Entrypoint"] == ["python3", "-m", "gpuops_trainer.launch"]
-
-        run = run_role_locally("trainer_image", variables)
-        assert run.rc == 0, run
-        assert recap(run.output)["changed"] == 0, run
+        # A second run changing nothing: the push test's second run (build and push) shows it.
     finally:
         remove_image(local)
 
