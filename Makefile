@@ -17,13 +17,14 @@ TARBALL := .build/gpuops-training-$(VERSION).tar.gz
 # Everything that goes into the collection artifact.
 COLLECTION_SOURCES := galaxy.yml README.md COPYING meta/runtime.yml \
 	$(shell find plugins roles playbooks inventories docs/docsite training/src training/pyproject.toml \
-	  tests/unit tests/sanity -type f -not -path '*/__pycache__/*' 2>/dev/null)
+	  training/Containerfile training/.containerignore training/README.md \
+	  tests/unit tests/sanity tests/integration tests/podman -type f -not -path '*/__pycache__/*' 2>/dev/null)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test venv collection system-packages node-image harness-build lint ruff ansible-lint \
+.PHONY: help demo test venv collection system-packages node-image trainer-image registry harness-build lint ruff ansible-lint \
 	unit sanity integration molecule release docs docs-check clean
 
 help:
@@ -38,6 +39,18 @@ system-packages:
 # The systemd Debian image the node-role Molecule scenarios run in (built once per machine).
 node-image: system-packages
 	tests/podman/build-node-image.sh
+
+# The trainer image the tests run: training/Containerfile built offline on a local Debian base
+# that borrows this machine's Python and the venv's torch (tests/podman/trainer_image.py).
+# The base's root filesystem is built once per machine (about 2 minutes), the image in
+# seconds when nothing changed.
+trainer-image: system-packages $(STAMP)
+	$(BIN)/python tests/podman/trainer_image.py build
+
+# A container registry for the trainer_image role's push tests, built through the Go module
+# proxy into the harness's cache (once per machine, a few minutes cold).
+registry: $(STAMP)
+	$(BIN)/python tests/podman/registry.py
 
 # kube-apiserver, etcd, kwok, kubelet and the Training Operator, built through the Go module
 # proxy into a cache outside the repository (cold about 10 minutes, warm well under a second),
@@ -108,19 +121,19 @@ docs-check: $(TARBALL)
 demo: collection
 	$(BIN)/ansible-playbook -i inventories/local playbooks/train.yml
 
-# Cold, the harness binaries and helm (Go, about 10 minutes) and the node image (debootstrap)
-# are a quarter of `make test`, and lint, unit and sanity need none of them: they build in the
-# background beside those suites, and integration and Molecule wait for them. They start once
-# the venv is installed, so that pip's peak disk use (3 GB of wheels beside a 6.3 GB venv) and
-# Go's caches do not add up. A failure on either side stops the other and names the log.
+# Cold, the harness binaries and helm (Go, about 10 minutes) and the node and trainer images
+# (debootstrap) are a quarter of `make test`, and lint, unit and sanity need none of them: they
+# build in the background beside those suites, and integration and Molecule wait for them. They
+# start once the venv is installed, so that pip's peak disk use (3 GB of wheels beside a 6.3 GB
+# venv) and Go's caches do not add up. A failure on either side stops the other and names the log.
 BACKGROUND_LOG := .build/background-builds.log
 test: system-packages venv
 	@mkdir -p .build
 	@set -m; \
-	$(MAKE) --no-print-directory harness-build node-image > $(BACKGROUND_LOG) 2>&1 & \
+	$(MAKE) --no-print-directory harness-build node-image trainer-image registry > $(BACKGROUND_LOG) 2>&1 & \
 	builder=$$!; \
 	trap 'kill -- -$$builder 2>/dev/null || true' EXIT INT TERM; \
-	echo "building the harness binaries, helm and the node image in the background (log: $(BACKGROUND_LOG))"; \
+	echo "building the harness binaries, helm, the node and trainer images and a registry in the background (log: $(BACKGROUND_LOG))"; \
 	$(MAKE) --no-print-directory lint docs-check unit sanity; \
 	echo "waiting for the background builds"; \
 	if ! wait $$builder; then cat $(BACKGROUND_LOG); echo "the background builds failed (log above)" >&2; exit 1; fi; \
@@ -153,7 +166,7 @@ sanity: $(TARBALL) system-packages
 	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
-integration: collection harness-build
+integration: collection harness-build trainer-image registry
 	$(BIN)/python -m pytest --durations=15 tests/integration
 
 MOLECULE_SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))

@@ -19,12 +19,9 @@ for tool in debootstrap podman runc; do
   command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y podman runc debootstrap" >&2; exit 1; }
 done
 
-# The mirror this machine's apt uses, read from its sources (deb822 or one-line format).
-mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n 1 || true)
-if [ -z "$mirror" ]; then
-  mirror=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
-fi
-[ -n "$mirror" ] || { echo "cannot find a Debian mirror in /etc/apt sources" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=debian-mirror.sh
+source "$(dirname "$0")/debian-mirror.sh"
+mirror=$(debian_mirror)
 
 rootfs=$(mktemp -d /var/tmp/gpuops-node-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT

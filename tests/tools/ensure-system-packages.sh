@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suites need when they are missing:
-# podman, runc and debootstrap for the Molecule node scenarios, shellcheck for
-# ansible-test sanity, openssl for the Kubernetes harness's certificates, sshd and ip for
-# the two-node SSH launcher test (network namespaces), and for the harness's real node:
-# conmon, the CNI plugins, jq (its runc wrapper), busybox (its init-container image),
-# libseccomp-dev, libsqlite3-dev and pkg-config (CRI-O is built with cgo, seccomp and
-# Debian's SQLite).
+# podman, runc and debootstrap for the Molecule node scenarios and the trainer image, skopeo
+# for the trainer_image role's push, shellcheck for ansible-test sanity, openssl for the
+# Kubernetes harness's certificates and the test registry's, sshd and ip for the two-node SSH
+# launcher test (network namespaces), and for the harness's real node: conmon, the CNI
+# plugins, jq (its runc wrapper), busybox (its init-container image), libseccomp-dev,
+# libsqlite3-dev and pkg-config (CRI-O is built with cgo, seccomp and Debian's SQLite).
 set -euo pipefail
 
 declare -A package_for=(
   [podman]=podman
   [runc]=runc
   [debootstrap]=debootstrap
+  [skopeo]=skopeo
   [shellcheck]=shellcheck
   [openssl]=openssl
   [sshd]=openssh-server

@@ -72,6 +72,9 @@ def test_the_artifact_holds_what_a_user_runs_and_none_of_the_build_state(install
     for wanted in ("playbooks/train.yml", "roles/training_job/meta/argument_specs.yml",
                    "plugins/modules/nccl_log_info.py", "training/src/gpuops_trainer/train.py"):  # fmt: skip
         assert (installed / wanted).is_file(), wanted
+    # The trainer_image role builds from the collection's own training/ by default.
+    for wanted in ("Containerfile", ".containerignore", "pyproject.toml", "README.md", "src/gpuops_trainer"):
+        assert (installed / "training" / wanted).exists(), wanted
     for unwanted in (".venv", ".build", ".harness", "runs", "dist"):
         assert not (installed / unwanted).exists(), unwanted
 
