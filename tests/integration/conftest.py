@@ -21,11 +21,17 @@ def run_playbook():
     if not (collections / "ansible_collections" / "gpuops" / "training" / "MANIFEST.json").exists():
         pytest.fail("the collection is not installed into .collections: run `make collection` first")
 
-    def run(playbook: str, inventory: str, extra_vars: dict | None = None, timeout: int = 1200):
+    def run(
+        playbook: str,
+        inventory: str,
+        extra_vars: dict | None = None,
+        timeout: int = 1200,
+        extra_env: dict[str, str] | None = None,
+    ):
         args = ["-i", inventory, playbook]
         if extra_vars:
             args += ["--extra-vars", json.dumps(extra_vars)]
-        return ansible_playbook(*args, collections_path=collections, timeout=timeout)
+        return ansible_playbook(*args, collections_path=collections, timeout=timeout, extra_env=extra_env)
 
     return run
 

@@ -22,10 +22,14 @@ class PlaybookRun:
         return f"PlaybookRun(rc={self.rc}, output=...{self.output[-4000:]})"
 
 
-def ansible_playbook(*args: str, collections_path: pathlib.Path, timeout: int) -> PlaybookRun:
-    """Run ``ansible-playbook ARGS`` from the repository root with the given collections path."""
+def ansible_playbook(
+    *args: str, collections_path: pathlib.Path, timeout: int, extra_env: dict[str, str] | None = None
+) -> PlaybookRun:
+    """Run ``ansible-playbook ARGS`` from the repository root with the given collections path
+    (and EXTRA_ENV added to this process's environment)."""
     env = dict(
         os.environ,
+        **(extra_env or {}),
         ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
         ANSIBLE_COLLECTIONS_PATH=str(collections_path),
         ANSIBLE_NOCOLOR="1",
