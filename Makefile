@@ -24,7 +24,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test venv collection system-packages node-image trainer-image registry harness-build lint ruff ansible-lint \
+.PHONY: help demo cluster-demo test venv collection system-packages node-image trainer-image registry harness-build lint ruff ansible-lint \
 	unit sanity integration molecule release docs docs-check clean
 
 help:
@@ -120,6 +120,13 @@ docs-check: $(TARBALL)
 
 demo: collection
 	$(BIN)/ansible-playbook -i inventories/local playbooks/train.yml
+
+# The same job on real pods: the harness with its real node (kubelet + CRI-O), the trainer
+# image built from training/Containerfile, then provision_nodes.yml, provision_cluster.yml and
+# train.yml (PyTorchJob) against inventories/harness-real-node; everything is brought down at
+# the end (GPUOPS_HARNESS_KEEP=1 keeps it). Needs root, like the real node.
+cluster-demo: collection harness-build trainer-image
+	$(BIN)/python tests/harness/cluster_demo.py
 
 # Cold, the harness binaries and helm (Go, about 10 minutes) and the node and trainer images
 # (debootstrap) are a quarter of `make test`, and lint, unit and sanity need none of them: they

@@ -31,6 +31,8 @@ TERMINAL = ("Succeeded", "Failed")
 STUCK_REASONS = (
     "ImagePullBackOff",
     "ErrImagePull",
+    # The image is not on the node and the pull policy is Never (a real kubelet says so).
+    "ErrImageNeverPull",
     "InvalidImageName",
     "CrashLoopBackOff",
     "CreateContainerConfigError",

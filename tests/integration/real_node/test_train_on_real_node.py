@@ -55,3 +55,44 @@ def test_two_pods_train_on_the_real_node_and_pass_verification(
     assert all(pod["status"]["qosClass"] == "Guaranteed" for pod in pods)
     assert len(list((run_dir / "logs").glob("*.log"))) == 2
     assert "report.html" in {path.name for path in run_dir.iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("pull_policy", "reasons"),
+    [("Never", ("ErrImageNeverPull",)), ("IfNotPresent", ("ErrImagePull", "ImagePullBackOff"))],
+)
+def test_a_missing_image_ends_the_run_at_its_deadline_naming_each_pod_its_reason_and_the_image(
+    k8s_cluster,
+    real_node,
+    run_playbook,
+    node_inventory_env,
+    training_namespace,
+    tmp_path,
+    pull_policy,
+    reasons,
+):
+    image = "localhost/gpuops-trainer:not-built"
+    variables = {
+        "training_job_namespace": training_namespace,
+        "training_job_runs_dir": str(tmp_path / "runs"),
+        "training_job_image": image,
+        "training_job_image_pull_policy": pull_policy,
+        "training_job_timeout_s": 60,
+    }
+    run = run_playbook("playbooks/train.yml", INVENTORY, variables, timeout=600, extra_env=node_inventory_env)
+    assert run.rc == 2, run
+    # The error Ansible prints on one line: the deadline, then every stuck pod with its reason.
+    (error,) = [line for line in run.output.splitlines() if line.startswith("[ERROR]: Task failed")]
+    assert "did not finish within 60 s" in error, error
+    stuck = error.split("stuck pods: ", 1)[1].split("; ")
+    print(error)
+    assert [entry.split(":", 1)[0].rsplit("-", 2)[1:] for entry in stuck] == [
+        ["worker", "0"],
+        ["worker", "1"],
+    ]
+    for entry in stuck:
+        assert "on %s" % real_node.name in entry, entry
+        assert any(reason in entry for reason in reasons), entry
+        assert '"%s"' % image in entry, entry
+    # The workload was stopped, so it does not hold the node after its deadline.
+    assert k8s_cluster.kubectl("get", "pytorchjobs", "-n", training_namespace, "-o", "name").stdout == ""
