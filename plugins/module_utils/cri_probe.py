@@ -180,12 +180,26 @@ def find_crictl(get_bin_path, crictl):
     return get_bin_path(crictl) or get_bin_path(crictl, opt_dirs=CRICTL_DIRS)
 
 
+_LOG_LINE = re.compile(r'(?:time="[^"]*" )?level=(\w+) msg="((?:[^"\\]|\\.)*)"')
+_GO_ESCAPES = {"n": " ", "t": " ", '"': '"', "\\": "\\"}
+
+
+def _unquote(text):
+    return re.sub(r"\\(.)", lambda match: _GO_ESCAPES.get(match.group(1), match.group(1)), text)
+
+
 def crictl_reason(output):
-    """The runtime's words in crictl's output: the msg of its fatal log line, else the text."""
-    messages = re.findall(r'level=fatal msg="((?:[^"\\]|\\.)*)"', output or "")
-    if messages:
-        return messages[-1].replace('\\"', '"').replace("\\\\", "\\")
-    return (output or "").strip()
+    """The runtime's words in crictl's output: the msg of its fatal log line, with the log lines
+    quoted inside it (runc's, conmon's) reduced to their messages; else the text as it is."""
+    fatal = [match for match in _LOG_LINE.finditer(output or "") if match.group(1) == "fatal"]
+    if not fatal:
+        return (output or "").strip()
+    text = _unquote(fatal[-1].group(2))
+    while True:
+        inner = _LOG_LINE.sub(lambda match: _unquote(match.group(2)), text)
+        if inner == text:
+            return " ".join(text.split())
+        text = inner
 
 
 class Crictl:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from ansible_collections.gpuops.training.plugins.module_utils.cri_probe import (
@@ -22,6 +24,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.cri_probe import (
 )
 from ansible_collections.gpuops.training.plugins.module_utils.ulimits import parse_runtime_ulimit
 
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "cri"
 REASON = (
     "creating container: rpc error: code = Unknown desc = container create failed: "
     "error setting rlimit type 8: operation not permitted"
@@ -68,6 +71,19 @@ def test_cap_sys_resource_is_bit_24_of_capeff():
     assert has_capability("CapEff:\t000001ffffffffff\n", 24) is True
     assert has_capability("Name: crio\nCapEff:\t000001fffeffffff\n", 24) is False
     assert has_capability("", 24) is False
+
+
+# crictl's stderr when runc cannot set an rlimit: CRI-O v1.36.3, runc 1.1.5, crictl v1.36.0
+# with memlock=-1:-1 on a host whose root lacks CAP_SYS_RESOURCE (recorded on this project's machines).
+CRICTL_RLIMIT_STDERR = (FIXTURES / "create-rlimit-memlock.stderr").read_text()
+
+
+def test_the_runtimes_words_lose_the_log_lines_quoted_in_them():
+    assert crictl_reason(CRICTL_RLIMIT_STDERR) == (
+        "creating container: rpc error: code = Unknown desc = container create failed: runc create failed: "
+        "unable to start container process: error during container init: error setting rlimits for ready "
+        "process: error setting rlimit type 8: operation not permitted"
+    )
 
 
 def test_crictls_fatal_line_gives_the_runtimes_words():
