@@ -101,8 +101,9 @@ def read_files(paths):
 # ---------------------------------------------------------------------------
 
 
-def values_of(text, keys=KEYS):
-    """{name: value} of the keys (name -> (table path, key)) the TOML text sets."""
+def values_of(text, keys=None):
+    """{name: value} of the keys (name -> (table path, key); KEYS by default) the TOML text sets."""
+    keys = KEYS if keys is None else keys
     loader = _toml_loader()
     if loader is not None:
         try:
@@ -120,10 +121,11 @@ def values_of(text, keys=KEYS):
     return read_toml_values(text, keys)
 
 
-def effective_settings(documents, keys=KEYS):
+def effective_settings(documents, keys=None):
     """What CRI-O runs with for each key: {name: {"value", "source"}}; source is the last file
     that sets the key ("" and value None when none does). Raises CrioConfigError naming a file
     that is not valid TOML (CRI-O would refuse to start with it)."""
+    keys = KEYS if keys is None else keys
     settings = {name: {"value": None, "source": ""} for name in keys}
     for path, text in documents:
         try:
@@ -135,7 +137,7 @@ def effective_settings(documents, keys=KEYS):
     return settings
 
 
-def read_effective_settings(main_config, config_dir, keys=KEYS):
+def read_effective_settings(main_config, config_dir, keys=None):
     """effective_settings of the files CRI-O reads, plus "files": the files in its order."""
     paths = config_files(main_config, config_dir)
     settings = effective_settings(read_files(paths), keys)
@@ -349,10 +351,11 @@ def _assign(table, key, value, scanner):
     table[key[-1]] = value
 
 
-def read_toml_values(text, keys=KEYS):
+def read_toml_values(text, keys=None):
     """{name: value} of the keys the text sets, read with the subset reader (tables, arrays of
     tables, dotted and quoted keys, strings of the four kinds, arrays, inline tables; other
     scalars are kept as text)."""
+    keys = KEYS if keys is None else keys
     scanner = _Scanner(text)
     document = {}
     table_path = ()

@@ -113,7 +113,7 @@ class FakeCrioNode:
         """The crictl subcommands run, in order, without the endpoint and timeout flags."""
         if not self.log.exists():
             return []
-        return [[arg for arg in json.loads(line)[6:]] for line in self.log.read_text().splitlines()]
+        return [list(json.loads(line)[6:]) for line in self.log.read_text().splitlines()]
 
 
 @pytest.fixture
