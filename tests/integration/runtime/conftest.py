@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import uuid
@@ -36,7 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 
-from crio_runtime import PAUSE_IMAGE, CrioRuntime  # noqa: E402
+from crio_runtime import PAUSE_IMAGE, CrioRuntime, mountpoints_under  # noqa: E402
 from k8s_harness import Harness  # noqa: E402
 
 SERVICE = Path(__file__).resolve().parent / "crio_service.py"
@@ -211,6 +212,9 @@ def crio() -> TestCrio:
         yield test_crio
     finally:
         runtime.stop()
+        # Its sockets and runtime state: nothing is mounted there any more.
+        if not mountpoints_under([runtime.run_dir]):
+            shutil.rmtree(runtime.run_dir, ignore_errors=True)
 
 
 @pytest.fixture
