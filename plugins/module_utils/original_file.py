@@ -7,7 +7,9 @@ When a file of that name was already there and was not written by this collectio
 not carry the role's ``marker``), it is kept next to it as ``<path><suffix>`` before the
 role replaces it, so that ``state: absent`` can leave the node as it was: the copy goes
 back, or the role's own file is removed, and a file the node had is never removed. The suffix keeps
-the copy out of what CRI-O, systemd and pam_limits read (they read ``*.conf`` only).
+the copy out of what systemd and pam_limits read (they read ``*.conf`` only). CRI-O reads every
+file of its drop-in directory, whatever its name, so its role keeps the copy in a directory of
+its own (``copy_dir``), outside the one CRI-O reads.
 
 Both steps are plans first (:func:`plan_save`, :func:`plan_restore`), so check mode reports
 exactly what a real run would do, then :func:`apply` carries a plan out.
@@ -29,7 +31,10 @@ class OriginalFileError(Exception):
     """A file the steps cannot handle; the message names it and says what was expected."""
 
 
-def copy_path(path, suffix):
+def copy_path(path, suffix, copy_dir=None):
+    """Where the copy of ``path`` is kept: beside it, or in ``copy_dir`` when one is given."""
+    if copy_dir:
+        return os.path.join(copy_dir, os.path.basename(path) + suffix)
     return path + suffix
 
 
@@ -56,16 +61,16 @@ def written_by_us(path, marker):
         return marker.encode("utf-8") in handle.read(MARKER_WINDOW)
 
 
-def plan_save(path, marker, suffix):
+def plan_save(path, marker, suffix, copy_dir=None):
     """SAVE when ``path`` holds a file that is not ours and no copy is kept yet, else NOTHING."""
     current = _regular_or_missing(path, "path")
-    copy = _regular_or_missing(copy_path(path, suffix), "the kept original (path + suffix)")
+    copy = _regular_or_missing(copy_path(path, suffix, copy_dir), "the kept original (path + suffix)")
     if current is None or copy is not None or written_by_us(path, marker):
         return NOTHING
     return SAVE
 
 
-def plan_restore(path, marker, suffix):
+def plan_restore(path, marker, suffix, copy_dir=None):
     """How to leave ``path`` as it was before the role first ran.
 
     RESTORE when a copy is kept (it replaces whatever is at ``path``); REMOVE when ``path``
@@ -73,25 +78,41 @@ def plan_restore(path, marker, suffix):
     earlier run, stays.
     """
     current = _regular_or_missing(path, "path")
-    if _regular_or_missing(copy_path(path, suffix), "the kept original (path + suffix)") is not None:
+    kept = copy_path(path, suffix, copy_dir)
+    if _regular_or_missing(kept, "the kept original (path + suffix)") is not None:
         return RESTORE
     if current is not None and written_by_us(path, marker):
         return REMOVE
     return NOTHING
 
 
-def apply(action, path, suffix):
-    """Carry out a plan. SAVE copies with mode, owner and times; RESTORE renames atomically."""
-    copy = copy_path(path, suffix)
+def apply(action, path, suffix, copy_dir=None):
+    """Carry out a plan. SAVE copies with mode, owner and times (creating ``copy_dir``, mode
+    0700, when needed); RESTORE renames atomically, then removes ``copy_dir`` when it is left
+    empty."""
+    copy = copy_path(path, suffix, copy_dir)
     try:
         if action == SAVE:
+            if copy_dir and not os.path.isdir(copy_dir):
+                os.makedirs(copy_dir, mode=0o700)
             temporary = copy + ".tmp"
             shutil.copy2(path, temporary)
             info = os.stat(path)
             os.chown(temporary, info.st_uid, info.st_gid)
             os.replace(temporary, copy)  # the copy appears whole or not at all
         elif action == RESTORE:
-            os.replace(copy, path)
+            if copy_dir and os.path.dirname(copy) != os.path.dirname(path):
+                # A rename across file systems is refused: copy, then drop the kept file.
+                temporary = path + ".gpuops-restore.tmp"
+                shutil.copy2(copy, temporary)
+                info = os.stat(copy)
+                os.chown(temporary, info.st_uid, info.st_gid)
+                os.replace(temporary, path)
+                os.unlink(copy)
+                if not os.listdir(copy_dir):
+                    os.rmdir(copy_dir)
+            else:
+                os.replace(copy, path)
         elif action == REMOVE:
             os.unlink(path)
     except OSError as error:

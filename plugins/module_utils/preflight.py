@@ -184,10 +184,83 @@ def describe_kib(value):
     return UNLIMITED if value == UNLIMITED else "%d KiB" % value
 
 
+def runtime_memlock_checks(name, runtime, needed):
+    """The memlock checks of one running runtime.
+
+    A runtime is judged by what its containers get: for CRI-O, ``container_memlock_kib``, worked
+    out from its effective default_ulimits (the daemon's own limit only when default_ulimits
+    sets no memlock; ``judged_by`` says which), then each fresh probe container in
+    ``containers``; for the others (containerd), the daemon's own ``memlock_kib``, which their
+    containers inherit.
+    """
+    remedy = RUNTIME_REMEDIES.get(name, "raise its service's LimitMEMLOCK")
+    checks = []
+    if "container_memlock_kib" in runtime:
+        memlock = runtime.get("container_memlock_kib")
+        subject = "memlock of %s's containers" % name
+        source = " (%s)" % runtime["judged_by"] if runtime.get("judged_by") else ""
+        error = runtime.get("config_error") or runtime.get("error") or "unknown error"
+    else:
+        memlock = runtime.get("memlock_kib")
+        subject = "memlock of %s" % name
+        source = ""
+        error = runtime.get("error", "unknown error")
+    if memlock is None:
+        checks.append(
+            {
+                "name": "memlock_%s" % name,
+                "ok": False,
+                "message": "%s could not be read (%s), need %s" % (subject, error, describe_kib(needed)),
+            }
+        )
+    else:
+        ok = limit_meets(memlock["soft"], needed)
+        checks.append(
+            {
+                "name": "memlock_%s" % name,
+                "ok": ok,
+                "message": ""
+                if ok
+                else "%s is %s%s, need %s: %s"
+                % (subject, describe_kib(memlock["soft"]), source, describe_kib(needed), remedy),
+            }
+        )
+    if runtime.get("probe_error"):
+        checks.append(
+            {
+                "name": "memlock_%s_fresh_container" % name,
+                "ok": False,
+                "message": "a fresh %s container could not be probed, need memlock %s: %s"
+                % (name, describe_kib(needed), runtime["probe_error"]),
+            }
+        )
+    for container in runtime.get("containers") or []:
+        memlock = container.get("memlock_kib")
+        ok = memlock is not None and limit_meets(memlock["soft"], needed)
+        checks.append(
+            {
+                "name": "memlock_%s_container_uid_%s" % (name, container.get("uid")),
+                "ok": ok,
+                "message": ""
+                if ok
+                else "memlock of a fresh %s container as uid %s is %s, need %s: %s"
+                % (
+                    name,
+                    container.get("uid"),
+                    "unknown" if memlock is None else describe_kib(memlock["soft"]),
+                    describe_kib(needed),
+                    remedy,
+                ),
+            }
+        )
+    return checks
+
+
 def evaluate(facts, thresholds):
     """Judge the facts; return a list of checks {name, ok, message}, message set when not ok.
 
-    facts: runtimes ({name: {running, memlock_kib}}), login ({user, memlock_kib}), shm
+    facts: runtimes ({name: {running, memlock_kib}}, for CRI-O also container_memlock_kib,
+    judged_by, containers and probe_error: see runtime_memlock_checks), login ({user, memlock_kib}), shm
     ({size_mib}), gpus (list), gpu_query_error, ib_ports (list).
     thresholds: min_memlock_kib, min_shm_mib, min_gpus, min_ib_ports_active.
     """
@@ -195,35 +268,8 @@ def evaluate(facts, thresholds):
     needed_memlock = parse_threshold_kib(thresholds.get("min_memlock_kib"))
     if needed_memlock is not None:
         for name, runtime in sorted(facts.get("runtimes", {}).items()):
-            if not runtime.get("running"):
-                continue
-            memlock = runtime.get("memlock_kib")
-            if memlock is None:
-                checks.append(
-                    {
-                        "name": "memlock_%s" % name,
-                        "ok": False,
-                        "message": "memlock of %s could not be read (%s), need %s"
-                        % (name, runtime.get("error", "unknown error"), describe_kib(needed_memlock)),
-                    }
-                )
-                continue
-            ok = limit_meets(memlock["soft"], needed_memlock)
-            checks.append(
-                {
-                    "name": "memlock_%s" % name,
-                    "ok": ok,
-                    "message": ""
-                    if ok
-                    else "memlock of %s is %s, need %s: %s"
-                    % (
-                        name,
-                        describe_kib(memlock["soft"]),
-                        describe_kib(needed_memlock),
-                        RUNTIME_REMEDIES.get(name, "raise its service's LimitMEMLOCK"),
-                    ),
-                }
-            )
+            if runtime.get("running"):
+                checks.extend(runtime_memlock_checks(name, runtime, needed_memlock))
         login = facts.get("login")
         if login:
             memlock = login.get("memlock_kib")

@@ -339,3 +339,24 @@ def render_pam_limits(entries):
         for row in rows
     ]
     return "\n".join(lines) + "\n"
+
+
+def parse_runtime_ulimit(entry):
+    """Read one entry as a runtime reads it from its configuration (go-units' ParseUlimit):
+    ``name=soft:hard`` or ``name=value`` (soft and hard both), -1 meaning unlimited.
+
+    Laxer than :func:`parse_ulimit`, which is what the roles accept from a user: this reads
+    what a node already has, written by anyone.
+    """
+    text = entry.strip() if isinstance(entry, str) else ""
+    match = re.match(r"^([a-z]+)=(-?[0-9]+)(?::(-?[0-9]+))?$", text)
+    if not match or match.group(1) not in ULIMIT_NAMES:
+        raise UlimitError("ulimit entry %r is not name=soft:hard or name=value with a known name" % (entry,))
+    soft = int(match.group(2))
+    hard = int(match.group(3)) if match.group(3) is not None else soft
+    return Ulimit(match.group(1), soft, hard)
+
+
+def limit_text(value):
+    """A limit as /proc/PID/limits shows it: the number, or unlimited for -1."""
+    return "unlimited" if value in (UNLIMITED, "unlimited") else str(value)

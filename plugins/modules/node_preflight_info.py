@@ -14,8 +14,16 @@ description:
   - The GPUs that C(nvidia-smi --query-gpu) lists, when it is installed.
   - The InfiniBand and RoCE ports under C(/sys/class/infiniband/*/ports/*) with their state,
     link layer and rate.
-  - The memlock limit of the running container runtimes (from C(/proc/PID/limits)) and of a
-    fresh login shell of O(login_user) (C(su -l)).
+  - The memlock limit containers get from each running runtime, and that of a fresh login shell
+    of O(login_user) (C(su -l)). CRI-O gives its containers the limits of its effective
+    C(default_ulimits) (O(crio_config_file), then every file under O(crio_config_dir) in lexical
+    order; the last that sets it wins), so it is judged by those, and by its daemon's own limit
+    (C(/proc/PID/limits), which containers inherit) only when C(default_ulimits) sets no
+    memlock. Other runtimes (containerd) are judged by their daemon's limit.
+  - The memlock a fresh CRI-O container gets, as root and as a non-root uid (O(probe_uids)).
+    Through C(crictl), a probe pod on the host network runs one container per uid, whose
+    C(/proc/PID/limits) is read from the node; the pod is removed at once. The image is
+    CRI-O's own pause image unless O(probe_image) names another the node has.
   - The size of C(/dev/shm), the C(NCCL_*) variables of the environment the module runs in and
     the settings of C(/etc/nccl.conf).
   - Checks them against the thresholds given and fails with one line per unmet check, each
@@ -30,9 +38,38 @@ options:
   runtimes:
     description:
       - Container runtime processes (by their command name) whose limits are read when they run.
+        CRI-O is the daemon listening at O(crio_runtime_endpoint), or else the lowest pid named C(crio).
     type: list
     elements: str
     default: [crio, containerd]
+  crio_runtime_endpoint:
+    description: CRI-O's CRI endpoint (C(unix://) and its socket's path).
+    type: str
+    default: unix:///var/run/crio/crio.sock
+  crio_config_file:
+    description: CRI-O's main configuration file (its C(--config)); a missing file is skipped, as CRI-O does.
+    type: path
+    default: /etc/crio/crio.conf
+  crio_config_dir:
+    description: CRI-O's drop-in directory (its C(--config-dir)); CRI-O reads every file under it.
+    type: path
+    default: /etc/crio/crio.conf.d
+  crictl:
+    description: The crictl command that probes CRI-O, a name looked up in the PATH (and C(/usr/local/bin)) or a path.
+    type: str
+    default: crictl
+  probe_image:
+    description:
+      - Image of the probe containers, which must be on the node (nothing is pulled). Empty takes
+        CRI-O's C(pause_image), or else its image whose name ends in C(/pause).
+    type: str
+    default: ""
+  probe_uids:
+    description:
+      - A fresh CRI-O container is probed as each of these uids when CRI-O runs. Empty probes nothing.
+    type: list
+    elements: int
+    default: [0, 65534]
   login_user:
     description:
       - User whose fresh login shell's memlock limit is read and checked (the limits
@@ -64,8 +101,10 @@ options:
     type: bool
     default: true
 notes:
-  - The memlock of a runtime is that of its running process; a drop-in written since it last
-    started does not count until the runtime restarts.
+  - A drop-in written since the runtime last started does not count until it restarts; the
+    fresh container shows what the running runtime gives.
+  - The probe needs C(crictl) (cri-tools) and root; without crictl the CRI-O probe check fails
+    saying so (set O(probe_uids=[]) to skip it).
 seealso:
   - module: gpuops.training.nccl_log_info
 """
@@ -96,7 +135,9 @@ failures:
   returned: always
   type: list
   elements: str
-  sample: ["memlock of crio is 64 KiB, need unlimited: apply gpuops.training.crio_limits (or machineconfig_limits on OpenShift)"]
+  sample:
+    - "memlock of crio's containers is 64 KiB (the daemon's own, inherited: default_ulimits is empty), need unlimited:
+      apply gpuops.training.crio_limits (or machineconfig_limits on OpenShift)"
 checks:
   description: Every check made, with C(name), C(ok) and C(message) (empty when it held).
   returned: always
@@ -123,11 +164,26 @@ ib_ports:
   sample: [{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand", "rate": "200 Gb/sec (4X HDR)", "rate_gbps": 200.0}]
 runtimes:
   description:
-    - Per runtime in O(runtimes), whether it runs, its pid and its memlock in KiB (C(soft) and
-      C(hard), each an integer or V(unlimited)).
+    - Per runtime in O(runtimes), whether it runs, its pid and its daemon's memlock in KiB
+      (C(memlock_kib), with C(soft) and C(hard), each an integer or V(unlimited)).
+    - For CRI-O also C(default_ulimits) and C(default_ulimits_source) (the last file that sets
+      it), C(config_files) in CRI-O's order, C(container_memlock_kib) (what its configuration
+      gives a container) with C(judged_by) (where from), C(containers) (C(uid) and
+      C(memlock_kib) of each fresh probe container) and C(probe_error) (why none could be
+      probed; empty when they were).
   returned: always
   type: dict
-  sample: {"crio": {"running": true, "pid": 812, "memlock_kib": {"soft": "unlimited", "hard": "unlimited"}}}
+  sample:
+    crio:
+      running: true
+      pid: 812
+      memlock_kib: {"soft": 64, "hard": 8192}
+      default_ulimits: ["memlock=-1:-1"]
+      default_ulimits_source: /etc/crio/crio.conf.d/99-ulimits.conf
+      container_memlock_kib: {"soft": "unlimited", "hard": "unlimited"}
+      judged_by: default_ulimits in /etc/crio/crio.conf.d/99-ulimits.conf
+      containers: [{"uid": 0, "memlock_kib": {"soft": "unlimited", "hard": "unlimited"}}]
+      probe_error: ""
 login:
   description: The login shell's user and memlock in KiB; empty when O(login_user) is empty.
   returned: always
@@ -150,6 +206,15 @@ import glob
 import os
 import re
 
+from ansible_collections.gpuops.training.plugins.module_utils.cri_probe import (
+    Crictl,
+    crio_facts,
+    crio_preflight_entry,
+    daemon_facts,
+    find_crictl,
+    listener_pid,
+    socket_path,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.preflight import (
     PreflightError,
@@ -192,9 +257,39 @@ def find_process(command_name):
     return min(pids) if pids else None
 
 
-def runtime_facts(names):
+# How long the probe waits for CRI-O to answer, and crictl's timeout per call.
+PROBE_TIMEOUT = 30
+
+
+def crio_runtime_facts(module, params):
+    """CRI-O judged by what its containers get: its configuration, its daemon, a fresh container."""
+    endpoint = params["crio_runtime_endpoint"]
+    path = socket_path(endpoint)
+    pid = (listener_pid(path, PROC_ROOT) if path else None) or find_process("crio")
+    if pid is None:
+        return {"running": False}
+    crictl_path = find_crictl(module.get_bin_path, params["crictl"])
+    probed = crio_facts(
+        endpoint,
+        Crictl(module.run_command, crictl_path, endpoint, PROBE_TIMEOUT) if crictl_path else None,
+        params["crio_config_file"],
+        params["crio_config_dir"],
+        image=params["probe_image"],
+        uids=params["probe_uids"],
+        wait_timeout=PROBE_TIMEOUT,
+        proc_root=PROC_ROOT,
+    )
+    if not probed["daemon"]:
+        probed["daemon"] = daemon_facts(pid, PROC_ROOT)
+    return crio_preflight_entry(probed)
+
+
+def runtime_facts(module, params):
     runtimes = {}
-    for name in names:
+    for name in params["runtimes"]:
+        if name == "crio":
+            runtimes[name] = crio_runtime_facts(module, params)
+            continue
         pid = find_process(name)
         if pid is None:
             runtimes[name] = {"running": False}
@@ -273,6 +368,12 @@ def main():
     module = build_module(
         argument_spec={
             "runtimes": {"type": "list", "elements": "str", "default": ["crio", "containerd"]},
+            "crio_runtime_endpoint": {"type": "str", "default": "unix:///var/run/crio/crio.sock"},
+            "crio_config_file": {"type": "path", "default": "/etc/crio/crio.conf"},
+            "crio_config_dir": {"type": "path", "default": "/etc/crio/crio.conf.d"},
+            "crictl": {"type": "str", "default": "crictl"},
+            "probe_image": {"type": "str", "default": ""},
+            "probe_uids": {"type": "list", "elements": "int", "default": [0, 65534]},
             "login_user": {"type": "str", "default": ""},
             "min_memlock_kib": {"type": "str", "default": ""},
             "min_shm_mib": {"type": "int", "default": 0},
@@ -289,9 +390,13 @@ def main():
         parse_threshold_kib(params["min_memlock_kib"])
     except PreflightError as error:
         module.fail_json(msg="min_memlock_kib: %s" % error)
+    if any(not 0 <= uid < 2**32 for uid in params["probe_uids"]):
+        module.fail_json(
+            msg="probe_uids: a uid is an integer from 0 to 4294967295, got %s" % params["probe_uids"]
+        )
 
     facts = {
-        "runtimes": runtime_facts(params["runtimes"]),
+        "runtimes": runtime_facts(module, params),
         "login": login_facts(module, params["login_user"]) if params["login_user"] else {},
         "ib_ports": ib_port_facts(),
         "shm": shm_facts(),

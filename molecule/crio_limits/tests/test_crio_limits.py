@@ -44,10 +44,10 @@ def check_the_dropin_has_the_default_ulimits_as_toml(host):
     )
 
 
-def check_crio_was_restarted_once_by_the_handler(host):
+def check_crio_was_restarted_once_by_the_role(host):
     service = host.service("crio")
     assert service.is_running
-    # One start from prepare, one restart by converge's handler; idempotence restarts nothing.
+    # One start from prepare, one restart by converge's role; idempotence restarts nothing.
     starts = host.file(STARTS).content_string.split()
     assert len(starts) == 2
     assert starts[-1] == host.check_output("systemctl show -p MainPID --value crio.service")
@@ -59,7 +59,7 @@ def check_without_crio_the_file_is_written_and_nothing_restarted(host):
         "stack=8388608:-1",
     ]
     assert host.check_output("systemctl show -p LoadState --value crio.service") == "not-found"
-    # prepare, converge's handler, and the restart after state absent: no start afterwards.
+    # prepare, converge's restart, and the restart after state absent: no start afterwards.
     assert len(host.file(STARTS).content_string.split()) == 3
 
 
@@ -68,7 +68,7 @@ def check_without_crio_the_file_is_written_and_nothing_restarted(host):
 CHECKS_BY_PHASE = {
     "converge": [
         check_the_dropin_has_the_default_ulimits_as_toml,
-        check_crio_was_restarted_once_by_the_handler,
+        check_crio_was_restarted_once_by_the_role,
     ],
     "side_effect": [check_without_crio_the_file_is_written_and_nothing_restarted],
 }

@@ -22,10 +22,19 @@ KEPT_SUFFIX = ".gpuops-original"
 
 
 class NodeRole:
-    def __init__(self, name, dir_variable, file_name, managed_line, hand_edited_line):
+    def __init__(self, name, dir_variable, file_name, managed_line, hand_edited_line, kept_apart=False):
         self.name, self.dir_variable, self.file_name = name, dir_variable, file_name
         self.managed_line = managed_line  # a line of the role's file a person might edit,
         self.hand_edited_line = hand_edited_line  # and what they made of it
+        # CRI-O reads every file of its drop-in directory: the node's own file is kept in a
+        # directory beside it, not next to the role's file.
+        self.kept_apart = kept_apart
+
+    def kept(self, directory):
+        """Where the node's own file of that name is kept while the role's replaces it."""
+        if self.kept_apart:
+            return directory.parent / (directory.name + ".gpuops-originals") / (self.file_name + KEPT_SUFFIX)
+        return directory / (self.file_name + KEPT_SUFFIX)
 
     def run(self, directory, *options, **variables):
         run = run_role_locally(self.name, {self.dir_variable: str(directory), **variables}, *options)
@@ -34,7 +43,12 @@ class NodeRole:
 
 ROLES = [
     NodeRole(
-        "crio_limits", "crio_limits_dropin_dir", "99-ulimits.conf", '\t"memlock=-1:-1",', '\t"memlock=64:64",'
+        "crio_limits",
+        "crio_limits_dropin_dir",
+        "99-ulimits.conf",
+        '\t"memlock=-1:-1",',
+        '\t"memlock=64:64",',
+        kept_apart=True,
     ),
     NodeRole(
         "containerd_limits",
@@ -94,7 +108,7 @@ def test_a_hand_edited_file_is_shown_in_diff_and_replaced_without_being_kept(nod
     assert rc == 0 and changed(output) == 1, output
     assert target.read_text() == written
     # The hand-edited file was the role's own (it carries the marker): no copy is kept of it.
-    assert not (node_dir / (role.file_name + KEPT_SUFFIX)).exists()
+    assert not role.kept(node_dir).exists()
 
 
 FOREIGN_FILE = b"# the node's own settings\n[crio.runtime]\npids_limit = 4096\n"
@@ -122,8 +136,12 @@ def test_state_absent_puts_back_the_file_the_node_had(node_dir, role, original):
     rc, output = role.run(node_dir)
     assert rc == 0, output  # a malformed file of that name does not crash the role
     assert role.managed_line in target.read_text().splitlines()
-    kept = node_dir / (role.file_name + KEPT_SUFFIX)
+    kept = role.kept(node_dir)
     assert (kept.read_bytes(), kept.stat().st_mode & 0o7777) == (original, 0o640)
+    # Nothing but the role's file is in the directory the program reads.
+    assert sorted(path.name for path in node_dir.iterdir()) == sorted(
+        ["10-site.conf", role.file_name] + ([] if role.kept_apart else [kept.name])
+    )
 
     rc, output = role.run(node_dir)
     assert rc == 0 and changed(output) == 0, output  # the copy is made once
@@ -135,6 +153,7 @@ def test_state_absent_puts_back_the_file_the_node_had(node_dir, role, original):
     rc, output = role.run(node_dir, **{role.name + "_state": "absent"})
     assert rc == 0 and changed(output) >= 1, output
     assert snapshot(node_dir) == before
+    assert not kept.parent.exists() or kept.parent == node_dir  # the keeping directory is gone
 
     rc, output = role.run(node_dir, **{role.name + "_state": "absent"})
     assert rc == 0 and changed(output) == 0, output
@@ -145,7 +164,7 @@ def test_present_then_absent_on_a_node_without_the_file_leaves_it_as_it_was(node
     before = snapshot(node_dir)
     rc, output = role.run(node_dir)
     assert rc == 0 and (node_dir / role.file_name).exists(), output
-    assert not (node_dir / (role.file_name + KEPT_SUFFIX)).exists()
+    assert not role.kept(node_dir).exists()
     rc, output = role.run(node_dir, **{role.name + "_state": "absent"})
     assert rc == 0, output
     assert snapshot(node_dir) == before

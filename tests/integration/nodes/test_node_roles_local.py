@@ -101,3 +101,25 @@ def test_host_limits_check_mode_and_run(tmp_path):
     rc, output = run_role("host_limits", {"host_limits_dir": str(out)})
     assert rc == 0, output
     assert (out / "90-gpuops-training.conf").stat().st_mode & 0o777 == 0o644
+
+
+def test_crio_limits_without_crictl_fails_before_any_change_when_it_would_prove(tmp_path):
+    out = tmp_path / "crio.conf.d"
+    variables = {
+        "crio_limits_dropin_dir": str(out),
+        # A restart command makes the role restart CRI-O, and so prove the new limits with crictl.
+        "crio_limits_restart_command": ["true"],
+        "crio_limits_crictl": str(tmp_path / "no-crictl"),
+    }
+    rc, output = run_role("crio_limits", variables)
+    assert rc == 2, output
+    assert "changed=0" in output, output
+    assert "crio_limits_crictl (%s) does not run on this node" % (tmp_path / "no-crictl") in output, output
+    assert "or set crio_limits_verify to false" in output, output
+    assert not out.exists()
+
+    # Without the proof the drop-in is written and the command restarts CRI-O.
+    rc, output = run_role("crio_limits", {**variables, "crio_limits_verify": False})
+    assert rc == 0 and "changed=3" in output, output  # the directory, the drop-in, the restart
+    assert "TASK [gpuops.training.crio_limits : Restart CRI-O with crio_limits_restart_command]" in output
+    assert (out / "99-ulimits.conf").exists()

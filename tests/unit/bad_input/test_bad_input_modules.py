@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
 import math
 import os
 import pathlib
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -78,6 +80,8 @@ SANDBOX_FILES = [
     "etc/crio/99-ulimits.conf",
     "etc/crio/ours.conf",
     "etc/crio/ours.conf.gpuops-original",
+    "etc/crio/crio.conf",
+    "etc/crio/crio.conf.d/99-ulimits.conf",
     "etc/link.conf",
 ]
 sandbox_path = st.one_of(
@@ -222,6 +226,14 @@ SUMMARY = {
 }
 
 
+# The CRI modules run the tests' fake crictl (tests/unit/fixtures/cri), never a real one.
+CRICTL_NAMES = st.sampled_from(
+    ["crictl", WS + "/bin/crictl", "/nonexistent/crictl", "", "-x", "a b", "a\x00b"]
+)
+PROBE_IMAGES = st.one_of(st.sampled_from(["", "localhost/site/pause:3.10", "localhost/absent:1"]), text)
+PROBE_UIDS = st.lists(st.one_of(st.sampled_from([0, 65534, -1, 2**32, 10**30]), st.integers()), max_size=3)
+
+
 class Case:
     """What a module gets (``base`` arguments, ``overrides`` per option) and how it may end.
 
@@ -267,11 +279,44 @@ CASES = {
         base={"content": METRICS}, overrides=LOG_OVERRIDES, verdict=r"^training run check failed:\n"
     ),
     "node_preflight_info": Case(
+        base={
+            "crio_runtime_endpoint": "unix://" + WS + "/run/crio.sock",
+            "crio_config_file": WS + "/etc/crio/crio.conf",
+            "crio_config_dir": WS + "/etc/crio/crio.conf.d",
+        },
         overrides={
             "login_user": st.one_of(st.sampled_from(["root", "trainer", "-c", "--help", "a b"]), text),
             "min_memlock_kib": st.one_of(st.sampled_from(["unlimited", "65536", "-1", "1Gi"]), text),
+            "crictl": CRICTL_NAMES,
+            "probe_image": PROBE_IMAGES,
+            "probe_uids": PROBE_UIDS,
         },
         verdict=r"^node preflight failed:\n",
+    ),
+    "container_limits_info": Case(
+        base={
+            "runtime_endpoint": "unix://" + WS + "/run/crio.sock",
+            "crio_config_file": WS + "/etc/crio/crio.conf",
+            "crio_config_dir": WS + "/etc/crio/crio.conf.d",
+            "wait_timeout": 1,
+        },
+        overrides={
+            "crictl": CRICTL_NAMES,
+            "image": PROBE_IMAGES,
+            "uids": PROBE_UIDS,
+            "expect_ulimits": st.lists(
+                st.one_of(
+                    st.sampled_from(
+                        ["memlock=-1:-1", "memlock=65536:65536", "memlock=-1", "noproc=1:1", "nofile=2:1"]
+                    ),
+                    text,
+                ),
+                max_size=3,
+            ),
+            "wait_timeout": st.one_of(st.integers(-3, 3), st.just(10**30)),
+        },
+        verdict=r"(a new container cannot start|: configured |CRI-O does not answer|is not on the node"
+        r"|no image to probe with|stopped before its limits)",
     ),
     "original_file": Case(
         base={"path": WS + "/etc/crio/99-ulimits.conf", "marker": "(gpuops.training.crio_limits)"},
@@ -338,6 +383,7 @@ def test_every_module_has_a_case():
 # --------------------------------------------------------------------------------------
 
 PROC_LIMITS = "Limit  Soft Limit  Hard Limit  Units\nMax locked memory  65536  65536  bytes\n"
+FAKE_CRICTL = FIXTURES / "cri" / "fake_crictl.py"
 FAKE_SU = "#!/bin/sh\nprintf '64\\nunlimited\\n'\n"
 
 
@@ -362,6 +408,28 @@ def make_sandbox(root):
     (workspace / "bin").mkdir()
     (workspace / "bin" / "su").write_text(FAKE_SU)
     (workspace / "bin" / "su").chmod(0o755)
+    (workspace / "etc" / "crio" / "crio.conf").write_text(
+        '[crio.image]\npause_image = "localhost/site/pause:3.10"\n'
+    )
+    (workspace / "etc" / "crio" / "crio.conf.d" / "99-ulimits.conf").write_text(
+        '[crio.runtime]\ndefault_ulimits = ["memlock=-1:-1"]\n'
+    )
+    # The fake crictl's scenario and call logs exist beforehand: appending creates nothing.
+    (workspace / "cri").mkdir()
+    (workspace / "cri" / "calls.log").write_text("")
+    (workspace / "cri" / "calls.log.containers").write_text("")
+    (workspace / "cri" / "scenario.json").write_text(
+        json.dumps(
+            {
+                "images": ["localhost/site/pause:3.10"],
+                "pids": {"0": 812, "65534": 812},
+                "log": str(workspace / "cri" / "calls.log"),
+            }
+        )
+    )
+    crictl = '#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_CRICTL)
+    (workspace / "bin" / "crictl").write_text(crictl)
+    (workspace / "bin" / "crictl").chmod(0o755)
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -420,7 +488,11 @@ def environment(name, case, module, workspace, cwd, kube_mode):
         patch.setenv("PATH", "%s:/usr/bin:/bin" % (workspace / "bin"))
         for variable in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "KUBERNETES_SERVICE_HOST"):
             patch.delenv(variable, raising=False)
+        patch.setenv("FAKE_CRICTL_SCENARIO", str(workspace / "cri" / "scenario.json"))
+        if name == "container_limits_info":
+            patch.setattr(module, "PROC_ROOT", str(workspace / "proc"))
         if name == "node_preflight_info":
+            patch.setattr(module, "PROBE_TIMEOUT", 1)
             patch.setattr(module, "PROC_ROOT", str(workspace / "proc"))
             patch.setattr(module, "INFINIBAND_ROOT", str(workspace / "infiniband"))
             patch.setattr(module, "NCCL_CONF", str(workspace / "nccl.conf"))

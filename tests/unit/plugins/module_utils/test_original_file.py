@@ -1,4 +1,5 @@
 import os
+import pathlib
 
 import pytest
 
@@ -58,3 +59,26 @@ def test_anything_but_a_regular_file_is_refused_naming_it(tmp_path, where):
     link.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(of.OriginalFileError, match="link.conf is not a regular file"):
         of.plan_save(str(link), MARKER, SUFFIX)
+
+
+def test_a_copy_dir_keeps_the_copy_out_of_the_directory_and_goes_when_emptied(tmp_path):
+    drop_ins = tmp_path / "crio.conf.d"
+    drop_ins.mkdir()
+    path = drop_ins / "99-ulimits.conf"
+    path.write_bytes(b"node's own\n")
+    os.chmod(path, 0o640)
+    keep = str(tmp_path / "crio.conf.d.gpuops-originals")
+    assert of.copy_path(str(path), SUFFIX, keep) == os.path.join(keep, "99-ulimits.conf" + SUFFIX)
+    assert of.plan_save(str(path), MARKER, SUFFIX, keep) == of.SAVE
+    of.apply(of.SAVE, str(path), SUFFIX, keep)
+    assert os.stat(keep).st_mode & 0o777 == 0o700
+    kept = pathlib.Path(keep) / ("99-ulimits.conf" + SUFFIX)
+    assert (kept.read_bytes(), kept.stat().st_mode & 0o777) == (b"node's own\n", 0o640)
+    assert sorted(entry.name for entry in drop_ins.iterdir()) == ["99-ulimits.conf"]
+    path.write_text("# %s\n" % MARKER)
+    assert of.plan_save(str(path), MARKER, SUFFIX, keep) == of.NOTHING
+    assert of.plan_restore(str(path), MARKER, SUFFIX, keep) == of.RESTORE
+    of.apply(of.RESTORE, str(path), SUFFIX, keep)
+    assert (path.read_bytes(), path.stat().st_mode & 0o777) == (b"node's own\n", 0o640)
+    assert not os.path.exists(keep)
+    assert sorted(entry.name for entry in drop_ins.iterdir()) == ["99-ulimits.conf"]

@@ -11,8 +11,10 @@ from ansible_collections.gpuops.training.plugins.module_utils.ulimits import (
     ULIMIT_NAMES,
     Ulimit,
     UlimitError,
+    limit_text,
     pam_limit_problems,
     parse_pam_limit,
+    parse_runtime_ulimit,
     parse_ulimit,
     parse_ulimits,
     render_crio_dropin,
@@ -198,3 +200,26 @@ def test_any_list_gives_problems_or_renders(entries):
             render_crio_dropin(entries)
     else:
         tomllib.loads(render_crio_dropin(entries))
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("memlock=-1:-1", ("memlock", -1, -1)),
+        ("memlock=8388608", ("memlock", 8388608, 8388608)),
+        (" nofile=1024:4096 ", ("nofile", 1024, 4096)),
+    ],
+)
+def test_runtime_entries_are_read_as_runtimes_read_them(entry, expected):
+    limit = parse_runtime_ulimit(entry)
+    assert (limit.name, limit.soft, limit.hard) == expected
+
+
+@pytest.mark.parametrize("entry", ["noproc=1:1", "memlock", "memlock=a:b", 5, None])
+def test_runtime_entries_runtimes_refuse_are_refused(entry):
+    with pytest.raises(UlimitError, match="is not name=soft:hard or name=value with a known name"):
+        parse_runtime_ulimit(entry)
+
+
+def test_limits_as_proc_shows_them():
+    assert [limit_text(value) for value in (-1, "unlimited", 65536)] == ["unlimited", "unlimited", "65536"]
