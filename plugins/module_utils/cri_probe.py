@@ -306,17 +306,40 @@ def container_pid(inspect_json):
         return 0
 
 
-def probe_limits(crictl, image, command, uids, proc_root="/proc"):
+# On a node whose kubelet runs, kubelet stops every pod sandbox it did not create (its
+# housekeeping, every 2 s): a probe pod may vanish between two crictl calls. Those failures
+# say nothing about the runtime's limits, so the probe starts again with a new pod.
+SANDBOX_GONE = (
+    "sandbox was stopped",
+    "not found",
+    "cannot start a container that has stopped",
+    "stopped before its limits could be read",
+)
+PROBE_ATTEMPTS = 10
+
+
+def probe_limits(crictl, image, command, uids, proc_root="/proc", attempts=PROBE_ATTEMPTS):
     """Start a pod with one container per uid; return [{uid, limits}] read from /proc/PID/limits.
 
     Raises ProbeError with the runtime's reason when the pod or a container cannot start. The
-    pod is removed whatever happens.
+    pod is removed whatever happens; one removed under it by kubelet is started again.
     """
     rc, out, err = crictl.run("inspecti", image)
     if rc != 0:
         raise ProbeError(
             "the image %s is not on the node (%s); give one it has" % (image, crictl_reason(err or out))
         )
+    attempt = 1
+    while True:
+        try:
+            return _probe_once(crictl, image, command, uids, proc_root)
+        except ProbeError as error:
+            if attempt >= attempts or not any(marker in str(error) for marker in SANDBOX_GONE):
+                raise
+        attempt += 1
+
+
+def _probe_once(crictl, image, command, uids, proc_root):
     workdir = tempfile.mkdtemp(prefix="gpuops-probe-")
     pod_id = ""
     try:

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -222,6 +223,9 @@ enable_nri = false
     def start(self, memlock: str | None = None) -> None:
         """Start CRI-O with the daemon memlock given (soft:hard bytes), the last one, or the
         default, and wait until it answers."""
+        if self.is_running():
+            pid = self.processes.recorded_pid(self.process_name)
+            raise HarnessError(f"{self.process_name} is running already (pid {pid})")
         if memlock is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
             self.memlock_file.write_text(memlock + "\n")
@@ -257,6 +261,8 @@ enable_nri = false
         self.processes.stop(self.process_name)
         self.kill_leftover_monitors()
         unmount_under([self.run_dir, self.dir, self.storage_root])
+        # Sockets, exit files and namespaces of a stopped CRI-O: nothing there outlives it.
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def crictl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         command = [str(self.crictl_path), f"--config={self.crictl_config}", *args]

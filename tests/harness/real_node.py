@@ -8,7 +8,7 @@ cluster DNS from the harness's API server. podman and CRI-O share one containers
 so an image podman builds is at once an image the node can run: no registry is involved.
 
 Built through the Go module proxy into the harness cache: CRI-O and pinns (C, in the same
-module), crictl and CoreDNS. From Debian: conmon, runc, the CNI plugins, jq, busybox.
+module), crictl and CoreDNS. From Debian: conmon, runc, the CNI plugins, busybox.
 
 Hosts like the project's machines need workarounds a normal node does not; each is switched
 on only when its condition is detected, and `up` says which (detect_quirks).
@@ -78,7 +78,6 @@ SYSTEM_PACKAGES = {
     CONMON: "conmon",
     RUNC: "runc",
     str(CNI_PLUGIN_DIR / "bridge"): "containernetworking-plugins",
-    "/usr/bin/jq": "jq",
     "/bin/busybox": "busybox-static",
     "/usr/include/seccomp.h": "libseccomp-dev",
     "/usr/include/sqlite3.h": "libsqlite3-dev",
@@ -266,7 +265,7 @@ class Quirk:
 def cgroup_v1_mounts() -> list[Path]:
     mounts = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
+        left, _separator, right = line.partition(" - ")
         if right.split()[0] == "cgroup":
             mounts.append(Path(left.split()[4]))
     return mounts

@@ -4,7 +4,7 @@
 # for the trainer_image role's push, shellcheck for ansible-test sanity, openssl for the
 # Kubernetes harness's certificates and the test registry's, sshd and ip for the two-node SSH
 # launcher test (network namespaces), and for the harness's real node: conmon, the CNI
-# plugins, jq (its runc wrapper), busybox (its init-container image), libseccomp-dev,
+# plugins, busybox (its init-container image), libseccomp-dev,
 # libsqlite3-dev and pkg-config (CRI-O is built with cgo, seccomp and Debian's SQLite).
 set -euo pipefail
 
@@ -20,7 +20,6 @@ declare -A package_for=(
   [unshare]=util-linux
   [conmon]=conmon
   [/usr/lib/cni/bridge]=containernetworking-plugins
-  [jq]=jq
   [/bin/busybox]=busybox-static
   [/usr/include/seccomp.h]=libseccomp-dev
   [/usr/include/sqlite3.h]=libsqlite3-dev

@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from ansible_collections.gpuops.training.plugins.module_utils.cri_probe import (
+    ProbeError,
     container_memlock,
     crictl_reason,
     explain_unapplied,
@@ -18,6 +19,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.cri_probe import (
     judge_expected,
     listening_socket_inodes,
     mismatches,
+    probe_limits,
     rlimit_named,
     socket_path,
     summary_lines,
@@ -226,3 +228,72 @@ def test_crictl_is_looked_up_in_the_path_first(tmp_path):
     assert find_crictl(get_bin_path, str(executable)) is None  # not executable
     executable.chmod(0o755)
     assert find_crictl(get_bin_path, str(executable)) == str(executable)
+
+
+PROC_LIMITS = """Limit                     Soft Limit           Hard Limit           Units
+Max open files            1024                 4096                 files
+Max locked memory         8388608              8388608              bytes
+"""
+
+
+class ScriptedCrictl:
+    """crictl whose create fails as when kubelet stopped the sandbox, FAILURES times."""
+
+    def __init__(self, failures, reason="CreateContainer failed as the sandbox was stopped: 6f1a"):
+        self.failures = failures
+        self.reason = reason
+        self.pods = 0
+        self.removed = []
+
+    def run(self, *args):
+        verb = args[0]
+        if verb == "runp":
+            self.pods += 1
+            return 0, "pod-%d\n" % self.pods, ""
+        if verb == "create":
+            if self.pods <= self.failures:
+                return (
+                    1,
+                    "",
+                    'level=fatal msg="creating container: rpc error: code = Unknown desc = %s"' % self.reason,
+                )
+            return 0, "ctr-%d\n" % self.pods, ""
+        if verb == "inspect":
+            return 0, '{"info": {"pid": 4242}}', ""
+        if verb == "rmp":
+            self.removed.append(args[-1])
+        return 0, "", ""
+
+    def check(self, what, *args):
+        rc, out, err = self.run(*args)
+        if rc != 0:
+            raise ProbeError("%s failed: %s" % (what, crictl_reason(err)), crictl_reason(err))
+        return out
+
+
+@pytest.fixture
+def proc_root(tmp_path):
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "limits").write_text(PROC_LIMITS)
+    return tmp_path
+
+
+def test_a_probe_pod_that_kubelet_stopped_is_started_again_and_every_pod_removed(proc_root):
+    crictl = ScriptedCrictl(failures=3)
+    (container,) = probe_limits(crictl, "pause", ["/pause"], [0], proc_root=str(proc_root))
+    assert container["uid"] == 0 and container["limits"]["memlock"]["soft"] == 8388608
+    assert crictl.pods == 4 and crictl.removed == ["pod-1", "pod-2", "pod-3", "pod-4"]
+
+
+def test_a_runtime_that_cannot_create_the_container_is_not_tried_again(proc_root):
+    crictl = ScriptedCrictl(failures=10, reason="error setting rlimit type 8: operation not permitted")
+    with pytest.raises(ProbeError, match="rlimit type 8"):
+        probe_limits(crictl, "pause", ["/pause"], [0], proc_root=str(proc_root))
+    assert crictl.pods == 1
+
+
+def test_the_probe_gives_up_after_its_attempts_with_the_runtimes_reason(proc_root):
+    crictl = ScriptedCrictl(failures=99)
+    with pytest.raises(ProbeError, match="sandbox was stopped"):
+        probe_limits(crictl, "pause", ["/pause"], [0], proc_root=str(proc_root), attempts=3)
+    assert crictl.pods == 3
