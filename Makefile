@@ -30,6 +30,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help:
 	@echo "make demo   - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
 	@echo "make test   - run every suite: lint, unit, sanity, integration, molecule"
+	@echo "make cluster-demo - the same job as make demo on real pods (a kubelet and CRI-O on this machine; root)"
 	@echo "make clean  - remove .venv, the installed collection and build outputs"
 
 # Debian packages the suites need (podman, runc, debootstrap, shellcheck, openssl).
