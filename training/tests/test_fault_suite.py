@@ -32,7 +32,8 @@ from gpuops_trainer import checkpoint as ckpt
 from gpuops_trainer import errors
 from gpuops_trainer.distributed import DistInfo
 from gpuops_trainer.metrics import MetricsWriter
-from gpuops_trainer.train import choose_checkpoint, parse_args
+from gpuops_trainer.options import parse_args
+from gpuops_trainer.train import choose_checkpoint
 
 pytestmark = pytest.mark.distributed
 
