@@ -22,9 +22,11 @@ from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 
+# The one import guard of the kubernetes client: the wait modules take client and
+# ApiException from here, and build_kubernetes_module reports the missing library.
 try:
     from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.rest import ApiException  # pylint: disable=unused-import
 except ImportError:
     client = config = ApiException = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
