@@ -41,7 +41,8 @@ from gpuops_trainer.engine import LoopOptions, TrainState, train_one_epoch
 from gpuops_trainer.lr import build_lr_scheduler
 from gpuops_trainer.metrics import MetricsWriter
 from gpuops_trainer.models import build_model
-from gpuops_trainer.train import AMP_DTYPES, build_train_loader, parse_args
+from gpuops_trainer.options import AMP_DTYPES, parse_args
+from gpuops_trainer.train import build_train_loader
 
 # ---- the baseline: written like torchvision's references/detection (engine.py, utils.py)
 

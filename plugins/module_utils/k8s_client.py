@@ -1,27 +1,71 @@
 # Copyright: (c) 2026, gpuops.training contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The client, messages, limits and poll loop the modules that wait on Kubernetes share.
+"""What the modules that wait on Kubernetes share: their connection options, the client,
+messages, limits and the poll loop.
 
-A kubeconfig that cannot be loaded and a server that cannot be reached end the module with
-one line naming the kubeconfig (and the server), never with the client's traceback. What a
-wait waits for is a judge: a function that reads the objects and returns one verdict per
-object (``done``, and ``failed`` when it never will be); :func:`poll` calls it until they are
-done, one has failed or the time is up.
+A module is built with :func:`build_kubernetes_module`, which adds the connection options
+(documented by the ``gpuops.training.kubernetes`` doc fragment) and ends the module when the
+kubernetes client is not installed; :func:`connect` gives it an API client. A kubeconfig that
+cannot be loaded and a server that cannot be reached end the module with one line naming the
+kubeconfig (and the server), never with the client's traceback. What a wait waits for is a
+judge: a function that reads the objects and returns one verdict per object (``done``, and
+``failed`` when it never will be); :func:`poll` calls it until they are done, one has failed
+or the time is up.
 """
 
 from __future__ import annotations
 
 import time
+import traceback
+
+from ansible.module_utils.basic import env_fallback, missing_required_lib
+
+from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
+
+# The one import guard of the kubernetes client: the wait modules take client and
+# ApiException from here, and build_kubernetes_module reports the missing library.
+try:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException  # pylint: disable=unused-import
+except ImportError:
+    client = config = ApiException = None
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
 
 # Seconds a wait may be given: far beyond any real run, and small enough that the deadline
 # stays a float and every sleep stays within what time.sleep accepts.
 MAX_SECONDS = 10**9
 
+# The options of the gpuops.training.kubernetes doc fragment; the variables are the ones
+# kubernetes.core reads, so one environment serves both collections.
+CONNECTION_ARGUMENT_SPEC = {
+    "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
+    "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
+}
+
+
+def build_kubernetes_module(argument_spec):
+    """The module (check mode supported: the waits change nothing) with its own options and the
+    connection options; it fails at once when the kubernetes client is not installed."""
+    module = build_module(dict(argument_spec, **CONNECTION_ARGUMENT_SPEC), supports_check_mode=True)
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    return module
+
+
+def connect(module):
+    """An ApiClient for the module's kubeconfig and context; the module fails with one line
+    naming them when none can be configured."""
+    kubeconfig, context = module.params["kubeconfig"], module.params["context"]
+    try:
+        return api_client(kubeconfig, context)
+    except Exception as error:  # the kubernetes client raises several unrelated types here
+        module.fail_json(msg=config_error_message(error, kubeconfig, context))
+
 
 def api_client(kubeconfig, context):
     """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
-    from kubernetes import client, config  # the modules report a missing client themselves
-
     try:
         return config.new_client_from_config(config_file=kubeconfig, context=context)
     except config.ConfigException:
@@ -31,26 +75,46 @@ def api_client(kubeconfig, context):
         return client.ApiClient()
 
 
-def poll(judge, timeout, poll_interval):
-    """Call ``judge()`` until every verdict is done or one has failed, or ``timeout`` seconds
-    have passed. Return ``(outcome, verdicts, elapsed)``, outcome "done", "failed" or "timeout".
+def poll(judge, timeout, poll_interval, started=None, window=0, clock=None, done=None, failed=None):
+    """Call ``judge()`` until every verdict is done or one has failed, until the deadline
+    ``started + timeout`` or, with a ``window``, until ``window`` seconds after this call began.
+    Return ``(outcome, verdicts, elapsed)``: outcome "done", "failed", "timeout" or "window",
+    elapsed the seconds since ``started``.
 
-    The judge is called at least once, and once more at the deadline: the last sleep is cut
-    short rather than skipped.
+    ``started`` is a time on ``clock`` (time.monotonic unless given), this call's start when
+    None: a wait that goes on over several calls passes its first start, on time.time.
+    ``done(verdict)`` and ``failed(verdict)`` read the verdict's ``done`` and ``failed`` keys
+    unless given. The judge is called at least once, and once more at the deadline or the end
+    of the window: the last sleep is cut short rather than skipped.
     """
-    started = time.monotonic()
+    clock = clock or time.monotonic
+    done = done or _done
+    failed = failed or _failed
+    began = clock()
+    started = began if started is None else started
     deadline = started + timeout
+    window_end = began + window if window else deadline
     while True:
         verdicts = judge()
-        elapsed = round(time.monotonic() - started, 1)
-        if all(verdict["done"] for verdict in verdicts):
+        now = clock()
+        elapsed = round(now - started, 1)
+        if all(done(verdict) for verdict in verdicts):
             return "done", verdicts, elapsed
-        if any(verdict.get("failed") for verdict in verdicts):
+        if any(failed(verdict) for verdict in verdicts):
             return "failed", verdicts, elapsed
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if now >= deadline:
             return "timeout", verdicts, elapsed
-        time.sleep(min(poll_interval, remaining))
+        if now >= window_end:
+            return "window", verdicts, elapsed
+        time.sleep(min(poll_interval, deadline - now, window_end - now))
+
+
+def _done(verdict):
+    return verdict["done"]
+
+
+def _failed(verdict):
+    return verdict.get("failed")
 
 
 def wait_options_problem(params, at_least_zero=("timeout",)):

@@ -284,24 +284,3 @@ def _pod_log_source(index, pod_log):
     if isinstance(pod_log.get("log_lines"), list):
         return LogSource(name, text="\n".join(str(line) for line in pod_log["log_lines"]))
     raise LogSourceError("pod_logs[%d]: has neither 'log' (a string) nor 'log_lines' (a list)" % index)
-
-
-# The argument spec every log-reading module shares (documented in the log_sources doc fragment).
-SOURCE_ARGUMENT_SPEC = {
-    "paths": {"type": "list", "elements": "path", "default": []},
-    "base_dir": {"type": "path"},
-    "content": {"type": "str"},
-    "pod_logs": {"type": "list", "elements": "raw", "default": []},
-}
-
-
-def sources_from_params(params):
-    """Collect sources from a module's parameters; raise LogSourceError with a clear message."""
-    if not params.get("paths") and params.get("content") is None and not params.get("pod_logs"):
-        raise LogSourceError("one of paths, content or pod_logs is required")
-    return collect_sources(
-        paths=params.get("paths"),
-        content=params.get("content"),
-        pod_logs=params.get("pod_logs"),
-        base_dir=params.get("base_dir"),
-    )

@@ -12,12 +12,13 @@ collection's terms.
 
 Only lines holding ``NCCL`` matter (plus nccl-tests' ``Rank N ... on host`` lines, which
 give the job size when NCCL itself printed nothing, and torch's CUDA out-of-memory
-message). :func:`parse_nccl_logs` reads large chunks of each file and lets one regular
-expression step, in C, over every NCCL line that cannot add a fact (topology dumps,
-channel paths and messages another rank already printed): Python sees a few lines per
-rank and communicator, and gets the same result as reading every line (see
-NcclLogParser._scan_block). The state kept is bounded (see the ``MAX_*`` limits): memory
-does not grow with the size of a log.
+message). :func:`parse_nccl_logs` reads the files with the fast scan of nccl_scan, which
+steps, in C, over every NCCL line that cannot add a fact (topology dumps, channel paths and
+messages another rank already printed) and feeds this parser the rest: Python sees a few
+lines per rank and communicator, and gets the same result as reading every line. The facts
+are read here alone; the scan learns from what the parser reports it read for the first
+time. The state kept is bounded (see the ``MAX_*`` limits): memory does not grow with the
+size of a log.
 """
 
 from __future__ import annotations
@@ -25,13 +26,9 @@ from __future__ import annotations
 import contextlib
 import heapq
 import re
-import time
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
-    MAX_LINE_BYTES,
-    iter_lines,
-    normalize_line,
-)
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
+from ansible_collections.gpuops.training.plugins.module_utils.nccl_scan import NcclScan, find_marker
 
 # Bounds on what is kept, so that memory stays flat on any input.
 MAX_WARNINGS = 200
@@ -42,34 +39,13 @@ MAX_NAMES = 1024  # hosts, devices, interfaces, path kinds
 MAX_PARSE_WARNINGS = 50
 MAX_SAMPLE_CHARS = 400
 
-# Besides lines holding "NCCL", the fast scan reads lines with "Rank" (nccl-tests'
-# device lines) and "CUDA out of memory" (torch's OOM message), which name neither.
-_OTHER_NEEDLES = (b"Rank", b"CUDA out of memory")
-# First characters of an NCCL INFO body that may carry a fact (see _on_info); bodies
-# starting with anything else (topology dumps, rings, trees, proxy and alloc traces) add
-# nothing.
-_INTERESTING_FIRST_CHARS = frozenset("NncCRUBGS0123456789\x1b")
 # Distinct INFO bodies remembered so that repeats are skipped.
 MAX_SEEN = 65536
 # Ranks listed in missing_ranks: a communicator size read from a log (or expected) can be
 # any number, and a list of every rank below it could exhaust memory.
 MAX_RANKS_LISTED = 65536
-# The fast scan (see NcclLogParser._scan_block) learns channel paths and INFO bodies that
-# add nothing when seen again, and skips them inside its regular expression. Python's re
-# compiles about 1 ms per kilobyte of pattern (far more for words sharing no prefix):
-# bounds on the pattern and on the time spent compiling it.
-_MAX_PATTERN_PATHS = 64
-_MAX_PATTERN_BODY_BYTES = 256
-_MAX_PATTERN_SOURCE = 32768  # bytes of pattern
-_SMALL_PATTERN_SOURCE = 4096  # rebuilt at once for a new channel path; else at the next block
-_MAX_PATTERN_BUILDS = 32
-_MAX_COMPILE_SECONDS = 0.25
-# A line longer than MAX_LINE_BYTES holds a whole window of this many bytes without a newline.
-_LONG_LINE_WINDOW = MAX_LINE_BYTES // 2
 # Line prefixes whose host and pid are remembered (a rank prints many lines with one prefix).
 _MAX_HEADERS = 8192
-
-_LEVEL_WORDS = ("INFO", "WARN", "TRACE", "ERROR")
 
 _VERSION = re.compile(r"NCCL version:? ?(?P<nccl>\d+\.\d+\.\d+)(?:[-.\w]*?\+cuda(?P<cuda>\d+\.\d+))?")
 # Fields of a communicator line kept besides rank and nranks: (NCCL's name, ours, type).
@@ -297,7 +273,21 @@ class NcclLogParser:
 
     Read the facts with :meth:`result`. The parser never raises on bad input: what it
     cannot read is counted in ``parse_warnings``.
+
+    The fast scan (nccl_scan.NcclScan) feeds it through :meth:`read_line`, :meth:`on_info`
+    and :meth:`update_comm`, and learns from ``new_paths`` and ``new_bodies`` what it may
+    step over from then on.
     """
+
+    # What on_info reads: INFO bodies starting with one of these characters (the fast scan
+    # steps over the others), and of those starting with C or R only "Connected..." and the
+    # ones naming a path " via ". A fact read from a body starting otherwise needs its first
+    # character here.
+    INFO_FIRST_CHARS = frozenset("NncCRUBGS0123456789\x1b")
+    # Besides lines holding "NCCL", read_line reads lines with "Rank" (nccl-tests' device
+    # lines, only while no communicator is known) and "CUDA out of memory" (torch's OOM
+    # message), which name neither; the fast scan finds them by these bytes.
+    OTHER_NEEDLES = (b"Rank", b"CUDA out of memory")
 
     def __init__(self, max_warnings=MAX_WARNINGS):
         self.max_warnings = max_warnings
@@ -327,41 +317,23 @@ class NcclLogParser:
         self._seen_via = set()
         self._seen_bodies = set()
         self._host_pids = {}  # header -> _host_pid(header)
-        self._plain_headers = {}  # raw header -> _host_pid(header), or False (see _plain_header)
-        # The fast scan's state (see _scan_block).
-        self._source = None
-        self._block = b""
-        self._cursor = self._cursor_lines = self._line_start = 0
-        self._new_paths = []  # added to _seen_via / _seen_bodies since _learn last ran
-        self._new_bodies = []
-        self._known_bodies = set()  # raw bytes of bodies in _seen_bodies
-        self._pattern_candidates = set()  # those of them the pattern may hold
-        self._pattern_paths = []
-        self._pattern_bodies = []
-        self._pattern_built_bodies = self._pattern_builds = 0
-        self._pattern_stale = self._pattern_full = False
-        self._compile_seconds = 0.0
-        self._pattern = re.compile(_scan_source((), ()))
+        # Channel paths and INFO bodies read for the first time, for the fast scan to learn
+        # from; it empties the lists.
+        self.new_paths = []
+        self.new_bodies = []
+        # source:line of the line being read, for a reader that gives no ``where`` (see _where).
+        self.locate = None
 
     # -- input ---------------------------------------------------------------------
 
     def feed(self, source, text, tags=None, line_number=None):
         """Take one line (already normalised by ``log_sources.normalize_line``)."""
         self.lines += 1
-        if "NCCL" in text:
-            self._on_nccl_line(text, _where(source, line_number))
-        elif "Rank" in text:
-            self._on_rank_line(text)
-        elif "CUDA out of memory" in text:
-            self._note_bad_bytes(text)
-            self.errors.classify(text, _where(source, line_number))
+        self.read_line(text, _where(source, line_number))
 
     def feed_sources(self, sources):
         """Read every source with the fast scan; same result as :meth:`feed_sources_line_by_line`."""
-        for source in sources:
-            self._source = source.name
-            for buffer, start, end in source.blocks():
-                self._scan_block(buffer, start, end)
+        NcclScan(self).feed_sources(sources)
         return self
 
     def feed_sources_line_by_line(self, sources):
@@ -372,272 +344,9 @@ class NcclLogParser:
             self.feed(source, text, tags, numbers[source])
         return self
 
-    # -- the fast scan -------------------------------------------------------------
-    #
-    # Python looks at a few lines per rank and communicator, never at every NCCL line.
-    # C does the rest: bytes.count counts the lines and the "NCCL INFO " markers, and one
-    # regular expression (see _scan_source) stops only at NCCL lines that may change the
-    # result. It steps over each marker whose message adds nothing, judged on the bytes
-    # after the marker alone:
-    #
-    # - a body whose first character _on_info ignores (topology dumps, trees, timings);
-    # - a "Channel"/"Ring" body that names no " via ", or whose first " via " leads to a
-    #   path already read (learnt from _seen_via);
-    # - a body already read from another rank (learnt from _seen_bodies).
-    #
-    # Every decision holds for the piece of line that starts at that marker, whether or
-    # not other NCCL lines are glued behind it: each "NCCL" is judged on its own, so a
-    # line is read when any of its pieces may matter. A line that is read goes through
-    # the same code as line-by-line input. Lines where colour codes or the MAX_LINE_BYTES
-    # cut could change what the line-by-line reader sees, and the rarer needles of
-    # _OTHER_NEEDLES, are read in full the same way.
-
-    def _scan_block(self, buffer, start, end):
-        """Feed ``buffer[start:end]`` (whole lines), reading only what may matter."""
-        # New bodies join the pattern in batches as large as what it holds, so that the
-        # time spent compiling stays proportional to its final size.
-        bodies = len(self._pattern_bodies)
-        if self._pattern_stale or (
-            bodies > self._pattern_built_bodies and bodies >= 2 * self._pattern_built_bodies
-        ):
-            self._build_pattern()
-        self._block = buffer
-        self._cursor, self._cursor_lines = start, self.lines
-        forced = self._forced_lines(buffer, start, end)
-        # Every marker counts as an NCCL line; lines read below count their own instead.
-        self.nccl_lines += buffer.count(b"NCCL INFO ", start, end)
-        find, rfind = buffer.find, buffer.rfind
-        plain_headers, update_comm = self._plain_headers, self._update_comm
-        forced_index = 0
-        next_forced = forced[0][0] if forced else end
-        position = start
-        pattern = self._pattern
-        matches = pattern.finditer(buffer, start, end)
-        while True:
-            match = next(matches, None)
-            if match is None:
-                break
-            found = match.start()
-            if found < position:
-                continue  # further on a line already read
-            line_start = rfind(b"\n", start, found) + 1 or start
-            if next_forced <= line_start:
-                while next_forced <= line_start:
-                    forced_start, forced_end = forced[forced_index]
-                    self._on_forced_line(buffer, forced_start, forced_end)
-                    forced_index += 1
-                    next_forced = forced[forced_index][0] if forced_index < len(forced) else end
-                    if forced_start == line_start:
-                        position = forced_end + 1  # this line, read in full
-                        break
-                if position > found:
-                    continue
-            if match.lastindex:
-                # A communicator line in the form _COMM_LINE reads: what _on_comm would do
-                # with it when nothing else is on the line and its prefix is a plain header.
-                header = buffer[line_start:found]
-                host_pid = plain_headers.get(header)
-                if host_pid is None:
-                    host_pid = self._plain_header(header)
-                if host_pid is not False:
-                    comm, rank, nranks, cuda_dev, bus_id, comm_id, state, n_ranks, nnodes = match.groups()
-                    self._line_start = line_start
-                    if nranks is not None:
-                        values = (
-                            ("cuda_dev", int(cuda_dev)),
-                            ("bus_id", bus_id.decode()),
-                            ("comm_id", comm_id.decode()),
-                        )
-                        starting, complete = state == b"START", state == b"COMPLETE"
-                    else:
-                        nranks, values, starting, complete = n_ranks, (("nnodes", int(nnodes)),), False, False
-                    update_comm(
-                        host_pid, comm.decode(), int(rank), int(nranks), values, starting, complete, None
-                    )
-                    position = match.end() + 1
-                    continue
-            line_end = find(b"\n", found, end)
-            if line_end < 0:
-                line_end = end
-            self._on_found_line(buffer, line_start, line_end, found)
-            position = line_end + 1
-            if self._pattern is not pattern:  # it learnt a channel path: go on with the new one
-                pattern = self._pattern
-                matches = pattern.finditer(buffer, position, end)
-        for forced_start, forced_end in forced[forced_index:]:
-            self._on_forced_line(buffer, forced_start, forced_end)
-        self.lines = self._cursor_lines + buffer.count(b"\n", self._cursor, end)
-        if buffer[end - 1 : end] != b"\n":
-            self.lines += 1  # a last line without newline, or a line cut at MAX_LINE_BYTES
-
-    def _on_found_line(self, buffer, line_start, line_end, found):
-        """Read the line the scan stopped in, at ``found``: its first "NCCL" that may matter."""
-        raw = buffer[line_start:line_end]
-        if buffer.startswith(b" INFO ", found + 4):
-            nccl = raw.count(b"NCCL")
-            if nccl == 1 or nccl == raw.count(b"NCCL_") + 1:
-                # One marker on the line, and "NCCL_..." names are no markers: do what
-                # _on_nccl_line would do with it, without its search.
-                body = buffer[found + 10 : line_end]
-                if body in self._known_bodies:
-                    # A message already read (and counted with the markers). If it is
-                    # printed again and again, let the scan step over it from now on.
-                    if body in self._pattern_candidates and not self._pattern_full:
-                        self._pattern_candidates.discard(body)
-                        self._pattern_bodies.append(body)  # see _scan_block
-                    return
-                text = normalize_line(raw)[0]
-                marker = text.find("NCCL INFO ")
-                if marker >= 0:
-                    self._line_start = line_start
-                    self._on_info(text[marker + 10 :], text[:marker], None)
-                    if self._new_paths or self._new_bodies:
-                        self._learn()
-                    return
-        self.nccl_lines -= raw.count(b"NCCL INFO ")
-        self._on_raw_line(self._line_number(line_start), raw)
-        if self._new_paths or self._new_bodies:
-            self._learn()
-
-    def _plain_header(self, header):
-        """(host, pid) of a raw prefix that reads as itself, or False.
-
-        A prefix reads as itself when it is ASCII, names no "NCCL" and starts with no
-        character that normalize_line may take for a collector prefix.
-        """
-        if len(self._plain_headers) >= _MAX_HEADERS:
-            self._plain_headers.clear()
-        if header.isascii() and b"NCCL" not in header and header[:1] not in b"[0123456789":
-            text = header.decode("ascii")
-            host_pid = self._host_pids.get(text) or self._host_pid_of(text)
-        else:
-            host_pid = False
-        self._plain_headers[header] = host_pid
-        return host_pid
-
-    def _on_forced_line(self, buffer, line_start, line_end):
-        raw = buffer[line_start:line_end]
-        self.nccl_lines -= raw.count(b"NCCL INFO ")
-        self._on_raw_line(self._line_number(line_start), raw[:MAX_LINE_BYTES])
-        if self._new_paths or self._new_bodies:
-            self._learn()
-
-    def _forced_lines(self, buffer, start, end):
-        """``(start, end)`` of the lines of the block to read in full, in order.
-
-        Those are the lines with an escape sequence (removing colour codes can make or
-        break any word), lines longer than MAX_LINE_BYTES (the line-by-line reader cuts
-        them) and lines holding a needle of _OTHER_NEEDLES but no "NCCL".
-        """
-        find, rfind = buffer.find, buffer.rfind
-        found = {}
-        position = find(b"\x1b", start, end)
-        while position >= 0:
-            line_start = rfind(b"\n", start, position) + 1 or start
-            line_end = find(b"\n", position, end)
-            if line_end < 0:
-                line_end = end
-            found[line_start] = line_end
-            position = find(b"\x1b", line_end, end)
-        window = _LONG_LINE_WINDOW
-        position = start
-        while position + window <= end:
-            if find(b"\n", position, position + window) >= 0:
-                position += window
-                continue
-            line_start = rfind(b"\n", start, position) + 1 or start
-            line_end = find(b"\n", position + window, end)
-            if line_end < 0:
-                line_end = end
-            if line_end - line_start > MAX_LINE_BYTES:
-                found[line_start] = line_end
-            position = line_end + 1
-        # nccl-tests' Rank lines only matter while NCCL itself has shown no communicator.
-        for needle in _OTHER_NEEDLES[1:] if self.communicators else _OTHER_NEEDLES:
-            position = find(needle, start, end)
-            while position >= 0:
-                line_start = rfind(b"\n", start, position) + 1 or start
-                line_end = find(b"\n", position, end)
-                if line_end < 0:
-                    line_end = end
-                cut = min(line_end, line_start + MAX_LINE_BYTES)
-                # A line that also holds NCCL is an NCCL line, read (or not) as such.
-                if position + len(needle) <= cut and find(b"NCCL", line_start, cut) < 0:
-                    found.setdefault(line_start, line_end)
-                position = find(needle, max(line_end, position + 1), end)
-        return sorted(found.items())
-
-    def _line_number(self, position):
-        """Line number of the line starting at ``position`` of the current block.
-
-        Positions only move forward: the newlines are counted once, as the scan goes.
-        """
-        self._cursor_lines += self._block.count(b"\n", self._cursor, position)
-        self._cursor = position
-        return self._cursor_lines + 1
-
     def _where(self, where):
-        """``where`` as given, or source:line of the line the fast scan is reading."""
-        if where is None:
-            return "%s:%d" % (self._source, self._line_number(self._line_start))
-        return where
-
-    def _learn(self):
-        """Let the fast scan skip the paths and bodies that were just read for the first time."""
-        for body in self._new_bodies:
-            # The raw bytes of the body are its UTF-8 unless it held invalid bytes; a
-            # body ending in "\r" is not what a line ending in "\r\n" gives once stripped.
-            if "\ufffd" in body or body.endswith("\r"):
-                continue
-            raw = body.encode("utf-8")
-            self._known_bodies.add(raw)
-            if len(raw) <= _MAX_PATTERN_BODY_BYTES and "\r" not in body and _find_marker(body, 0)[0] < 0:
-                self._pattern_candidates.add(raw)
-        self._new_bodies = []
-        rebuild = False
-        for path in self._new_paths:
-            if (
-                len(self._pattern_paths) < _MAX_PATTERN_PATHS
-                and "\ufffd" not in path
-                and "\r" not in path
-                and "NCCL" not in path
-            ):
-                self._pattern_paths.append(path.encode("utf-8"))
-                rebuild = True
-        self._new_paths = []
-        if rebuild:
-            self._pattern_stale = True
-            if len(self._pattern.pattern) <= _SMALL_PATTERN_SOURCE:
-                self._build_pattern()  # channel lines are most NCCL lines: skip them at once
-
-    def _build_pattern(self):
-        self._pattern_stale = False
-        if self._pattern_builds >= _MAX_PATTERN_BUILDS or self._compile_seconds >= _MAX_COMPILE_SECONDS:
-            self._pattern_full = True
-            return
-        started = time.perf_counter()
-        bodies = self._pattern_bodies
-        source = _scan_source(self._pattern_paths, bodies)
-        while len(source) > _MAX_PATTERN_SOURCE and len(bodies) > self._pattern_built_bodies:
-            # Too large: keep what the last pattern held and the first half of the rest.
-            del bodies[max(self._pattern_built_bodies, (self._pattern_built_bodies + len(bodies)) // 2) :]
-            self._pattern_full = True
-            source = _scan_source(self._pattern_paths, bodies)
-        self._pattern = re.compile(source)
-        self._pattern_built_bodies = len(bodies)
-        self._pattern_builds += 1
-        self._compile_seconds += time.perf_counter() - started
-
-    def _on_raw_line(self, line_number, raw):
-        text, _tags = normalize_line(raw)  # the same text feed() gets from iter_lines
-        where = "%s:%d" % (self._source, line_number)
-        if "NCCL" in text:
-            self._on_nccl_line(text, where)
-        elif "Rank" in text:
-            self._on_rank_line(text)
-        elif "CUDA out of memory" in text:
-            self._note_bad_bytes(text)
-            self.errors.classify(text, where)
+        """``where`` as given, or, from a reader that left it out, the line it is reading."""
+        return self.locate() if where is None else where
 
     def _note_bad_bytes(self, text):
         """Count pieces the parser keeps something from that held invalid UTF-8 (now U+FFFD)."""
@@ -651,8 +360,18 @@ class NcclLogParser:
 
     # -- one line ------------------------------------------------------------------
 
+    def read_line(self, text, where):
+        """Read one normalised line, counted by the caller; ``where`` is source:line."""
+        if "NCCL" in text:
+            self._on_nccl_line(text, where)
+        elif "Rank" in text:
+            self._on_rank_line(text)
+        elif "CUDA out of memory" in text:
+            self._note_bad_bytes(text)
+            self.errors.classify(text, where)
+
     def _on_nccl_line(self, text, where):
-        position, body_start = _find_marker(text, 0)
+        position, body_start = find_marker(text, 0)
         if position < 0:
             self._on_unprefixed(text, where)
             return
@@ -661,11 +380,11 @@ class NcclLogParser:
         # the first piece's prefix is trustworthy; the others are glued to a cut body.
         while position >= 0:
             is_info = text.startswith(("INFO", "TRACE"), position + 5)
-            next_position, next_body_start = _find_marker(text, body_start)
+            next_position, next_body_start = find_marker(text, body_start)
             body = text[body_start:next_position] if next_position >= 0 else text[body_start:]
             self.nccl_lines += 1
             if is_info:
-                self._on_info(body, header, where)
+                self.on_info(body, header, where)
             else:
                 # Show the whole line as the sample, unless it is one piece of glued lines.
                 self._on_warn(body, header, where, text if header is not None and next_position < 0 else body)
@@ -696,8 +415,11 @@ class NcclLogParser:
             self.warnings.append({"host": host, "pid": pid, "message": body.strip(), "line": where})
         self.errors.classify(body, where, sample)
 
-    def _on_info(self, body, header, where):
-        # _scan_source mirrors this dispatch to step over what leads nowhere: keep them in step.
+    def on_info(self, body, header, where):
+        """Read the body of an NCCL INFO line; ``where`` may be None (see _where).
+
+        The fast scan steps over what this drops (see INFO_FIRST_CHARS): keep them in step.
+        """
         first = body[:1]
         if first == "C" or first == "R":
             via = body.find(" via ")  # "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "Ring 00 : ..."
@@ -706,7 +428,7 @@ class NcclLogParser:
                 return
             if not body.startswith("Connected"):
                 return
-        elif first not in _INTERESTING_FIRST_CHARS:
+        elif first not in self.INFO_FIRST_CHARS:
             return
         elif (first == "c" or first == "n") and "comm 0x" in body:
             if "rank " in body:
@@ -717,7 +439,7 @@ class NcclLogParser:
             return
         if len(self._seen_bodies) < MAX_SEEN:
             self._seen_bodies.add(body)
-            self._new_bodies.append(body)
+            self.new_bodies.append(body)
         self._note_bad_bytes(body)
         if first == "N":
             if body.startswith("NET/"):
@@ -759,7 +481,7 @@ class NcclLogParser:
             return
         if len(self._seen_via) < MAX_NAMES:
             self._seen_via.add(path)
-            self._new_paths.append(path)
+            self.new_paths.append(path)
         self._note_bad_bytes(path)
         if path.startswith("NET/"):
             _add_bounded(self.net_paths, path)
@@ -862,21 +584,27 @@ class NcclLogParser:
             if field in fields:
                 with contextlib.suppress(ValueError):
                     values.append((name, convert(fields[field])))
-        host_pid = self._host_pids.get(header)
-        if host_pid is None:
-            host_pid = self._host_pid_of(header)
-        self._update_comm(
-            host_pid, tokens[1], rank, nranks, values, "Init START" in body, "Init COMPLETE" in body, where
+        self.update_comm(
+            self.host_pid_of(header),
+            tokens[1],
+            rank,
+            nranks,
+            values,
+            "Init START" in body,
+            "Init COMPLETE" in body,
+            where,
         )
 
-    def _host_pid_of(self, header):
+    def host_pid_of(self, header):
         """_host_pid(header), remembered: a rank prints many lines with the same prefix."""
-        if len(self._host_pids) >= _MAX_HEADERS:
-            self._host_pids.clear()
-        host_pid = self._host_pids[header] = _host_pid(header)
+        host_pid = self._host_pids.get(header)
+        if host_pid is None:
+            if len(self._host_pids) >= _MAX_HEADERS:
+                self._host_pids.clear()
+            host_pid = self._host_pids[header] = _host_pid(header)
         return host_pid
 
-    def _update_comm(self, host_pid, comm, rank, nranks, values, start, complete, where):
+    def update_comm(self, host_pid, comm, rank, nranks, values, start, complete, where):
         """Apply one communicator line: ``values`` are (our field name, value) pairs it gave."""
         if not 0 <= rank < nranks:
             self._parse_warning(
@@ -1022,22 +750,6 @@ def _where(source, line_number):
     return "%s:%d" % (source, line_number)
 
 
-def _find_marker(text, start):
-    """Find the next ``NCCL INFO|WARN|TRACE|ERROR`` at or after ``start``.
-
-    Return ``(marker position, body start)``, or ``(-1, -1)`` when there is none.
-    """
-    position = text.find("NCCL ", start)
-    while position >= 0:
-        for level in _LEVEL_WORDS:
-            if text.startswith(level, position + 5):
-                body_start = position + 5 + len(level)
-                if body_start == len(text) or text[body_start] == " ":
-                    return position, body_start + 1
-        position = text.find("NCCL ", position + 5)
-    return -1, -1
-
-
 def _host_pid(header):
     """Host and pid from the text before ``NCCL``: ``[collector prefix]host:pid:tid [dev] [file:line]``."""
     if not header:
@@ -1059,73 +771,6 @@ def _host_pid(header):
     if not host:
         return None, None
     return host, int(pid)
-
-
-def _scan_source(paths, bodies):
-    """The regular expression of the fast scan: it finds each "NCCL" that may matter.
-
-    That is every "NCCL" but a marker "NCCL INFO " whose message _on_info would drop
-    (the negative lookahead), and an "NCCL" that opens the body of a marker (the
-    lookbehind: that marker's verdict covers its body). Dropped messages are:
-
-    - "Channel"/"Ring" lines whose first " via " leads to one of ``paths`` (already read)
-      and the end of the line. No "a" may come between "Cha" and "via": so that " via "
-      is the first one and no other marker is glued in front of it. Where the line has
-      no "a" after "Cha", it has no " via " either, and the message adds nothing whatever
-      the search finds in the lines after it;
-    - a body starting with a character _on_info ignores, or empty;
-    - a "C"/"R" body other than "Connected..." with no " via " on the line;
-    - one of ``bodies`` (read already, holding no marker) and the end of the line.
-
-    The literal "NCCL" in front lets the search skip from one "NCCL" to the next in C.
-    """
-    skips = []
-    if paths:
-        skips.append(b"(?:Cha|R)[^a]* via " + _alternatives([path + b"\n" for path in paths]))
-    skips.append(b"[^" + re.escape("".join(sorted(_INTERESTING_FIRST_CHARS)).encode("ascii")) + b"]")
-    skips.append(b"(?!Connected)[CR](?![^\n]* via )")
-    if bodies:
-        skips.append(_alternatives([body + b"\n" for body in bodies]))
-    return b"NCCL(?! INFO (?:" + b"|".join(skips) + b"))(?<!NCCL INFO NCCL)" + _COMM_LINE
-
-
-# After the scan pattern's "NCCL": NCCL 2.12+'s communicator lines, read in C. Groups: comm,
-# rank, then nranks, cudaDev, busId, commId and START|COMPLETE of "Init" lines, or nRanks
-# and nNodes of the line that follows Init START. Any other form is read by _on_comm.
-_COMM_LINE = (
-    rb"(?: INFO (?:ncclCommInitRank )?comm (0x[0-9a-f]+) rank ([0-9]+) (?:"
-    rb"nranks ([0-9]+) cudaDev ([0-9]+) nvmlDev [0-9]+ busId ([0-9a-f]+) commId (0x[0-9a-f]+)"
-    rb" - Init (START|COMPLETE)"
-    rb"|nRanks ([0-9]+) nNodes ([0-9]+) localRanks [0-9]+ localRank [0-9]+ MNNVL [0-9]+)(?=\n))?"
-)
-
-
-def _alternatives(words, depth=0):
-    """A pattern matching exactly one of ``words`` (bytes, none a prefix of another).
-
-    Built as a trie, so that the search tries one branch per distinct next byte rather
-    than every word; past a few levels the rest is listed flat to bound the nesting.
-    """
-    words = sorted(set(words))
-    first, last = words[0], words[-1]
-    common = 0
-    while common < min(len(first), len(last)) and first[common] == last[common]:
-        common += 1
-    prefix = re.escape(first[:common])
-    if len(words) == 1:
-        return prefix
-    if depth >= 16:
-        return prefix + b"(?:" + b"|".join(re.escape(word[common:]) for word in words) + b")"
-    branches = []
-    group = [words[0][common:]]
-    for word in words[1:]:
-        if word[common] == group[0][0]:
-            group.append(word[common:])
-        else:
-            branches.append(_alternatives(group, depth + 1))
-            group = [word[common:]]
-    branches.append(_alternatives(group, depth + 1))
-    return prefix + b"(?:" + b"|".join(branches) + b")"
 
 
 def _path_kind(path):

@@ -117,27 +117,16 @@ elapsed:
   type: float
 """
 
-import traceback
-
-from ansible.module_utils.basic import env_fallback, missing_required_lib
-
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
-    api_client,
-    config_error_message,
+    ApiException,
+    build_kubernetes_module,
+    client,
+    connect,
     connection_error_message,
     poll,
     wait_options_problem,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.mcp import pool_rollout, timeout_message
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
-
-try:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
 
 GROUP = "machineconfiguration.openshift.io"
 VERSION = "v1"
@@ -149,8 +138,8 @@ def read_pool(custom_objects, name):
 
 
 def main():
-    module = build_module(
-        argument_spec={
+    module = build_kubernetes_module(
+        {
             "pools": {"type": "list", "elements": "str", "required": True},
             "machine_configs": {"type": "list", "elements": "str", "default": []},
             "pool_machine_configs": {"type": "dict", "default": {}},
@@ -158,13 +147,8 @@ def main():
             "previous_rendered": {"type": "dict", "default": {}},
             "timeout": {"type": "int", "default": 3600},
             "poll_interval": {"type": "int", "default": 10},
-            "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
-            "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
-        },
-        supports_check_mode=True,
+        }
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
     if not params["pools"]:
         module.fail_json(msg="pools must name at least one MachineConfigPool")
@@ -177,11 +161,8 @@ def main():
             module.fail_json(msg="pool_machine_configs[%s] must be a list of MachineConfig names" % pool_name)
         expected_by_pool[pool_name] = [str(name) for name in names]
 
-    try:
-        api = api_client(params["kubeconfig"], params["context"])
-        custom_objects = client.CustomObjectsApi(api)
-    except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
+    api = connect(module)
+    custom_objects = client.CustomObjectsApi(api)
 
     def read_and_judge():
         verdicts = []

@@ -251,12 +251,7 @@ parse_warnings:
   elements: str
 """
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
-    SOURCE_ARGUMENT_SPEC,
-    LogSourceError,
-    sources_from_params,
-)
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
+from ansible_collections.gpuops.training.plugins.module_utils.log_module import build_log_module, judge_logs
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     check_expectations,
     parse_nccl_logs,
@@ -264,31 +259,23 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
 
 
 def main():
-    argument_spec = dict(
-        SOURCE_ARGUMENT_SPEC,
-        expect={
-            "type": "dict",
-            "default": {},
-            "options": {
-                "nccl_used": {"type": "bool", "default": False},
-                "nranks": {"type": "int"},
-                "transport": {"type": "str", "choices": ["IB", "Socket", "Plugin"]},
-                "gdr": {"type": "bool", "default": False},
-                "no_errors": {"type": "bool", "default": False},
+    module = build_log_module(
+        {
+            "expect": {
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "nccl_used": {"type": "bool", "default": False},
+                    "nranks": {"type": "int"},
+                    "transport": {"type": "str", "choices": ["IB", "Socket", "Plugin"]},
+                    "gdr": {"type": "bool", "default": False},
+                    "no_errors": {"type": "bool", "default": False},
+                },
             },
-        },
+        }
     )
-    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
     expect = {key: value for key, value in (module.params["expect"] or {}).items() if value is not None}
-    try:
-        result = parse_nccl_logs(sources_from_params(module.params))
-    except (LogSourceError, OSError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    failures = check_expectations(result, expect)
-    result.update(changed=False, ok=not failures, failures=failures)
-    if failures:
-        module.fail_json(msg="NCCL check failed:\n- " + "\n- ".join(failures), **result)
-    module.exit_json(**result)
+    judge_logs(module, parse_nccl_logs, lambda facts: check_expectations(facts, expect), "NCCL")
 
 
 if __name__ == "__main__":

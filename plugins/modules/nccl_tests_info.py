@@ -198,12 +198,7 @@ parse_warnings:
 """
 
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
-    SOURCE_ARGUMENT_SPEC,
-    LogSourceError,
-    sources_from_params,
-)
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
+from ansible_collections.gpuops.training.plugins.module_utils.log_module import build_log_module, judge_logs
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import (
     LARGE_MESSAGE_BYTES,
     check_expectations,
@@ -213,43 +208,37 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import 
 
 
 def main():
-    argument_spec = dict(
-        SOURCE_ARGUMENT_SPEC,
-        large_message_bytes={"type": "int", "default": LARGE_MESSAGE_BYTES},
-        line_rate={
-            "type": "dict",
-            "options": {
-                "gbit_per_nic": {"type": "float"},
-                "nic_count": {"type": "int", "default": 1},
-                "gbyte_per_s": {"type": "float"},
+    module = build_log_module(
+        {
+            "large_message_bytes": {"type": "int", "default": LARGE_MESSAGE_BYTES},
+            "line_rate": {
+                "type": "dict",
+                "options": {
+                    "gbit_per_nic": {"type": "float"},
+                    "nic_count": {"type": "int", "default": 1},
+                    "gbyte_per_s": {"type": "float"},
+                },
+                "required_one_of": [["gbit_per_nic", "gbyte_per_s"]],
             },
-            "required_one_of": [["gbit_per_nic", "gbyte_per_s"]],
-        },
-        expect={
-            "type": "dict",
-            "default": {},
-            "options": {
-                "nranks": {"type": "int"},
-                "max_wrong": {"type": "int", "default": 0},
-                "min_busbw_share": {"type": "float"},
-                "no_errors": {"type": "bool", "default": True},
+            "expect": {
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "nranks": {"type": "int"},
+                    "max_wrong": {"type": "int", "default": 0},
+                    "min_busbw_share": {"type": "float"},
+                    "no_errors": {"type": "bool", "default": True},
+                },
             },
-        },
+        }
     )
-    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
-    line_rate = module.params["line_rate"] or {}
-    capacity = link_capacity_gbyte_s(**line_rate)
-    try:
-        result = parse_nccl_tests(
-            sources_from_params(module.params), module.params["large_message_bytes"], capacity
-        )
-    except (LogSourceError, OSError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    failures = check_expectations(result, module.params["expect"] or {}, capacity)
-    result.update(changed=False, ok=not failures, failures=failures)
-    if failures:
-        module.fail_json(msg="nccl-tests check failed:\n- " + "\n- ".join(failures), **result)
-    module.exit_json(**result)
+    capacity = link_capacity_gbyte_s(**(module.params["line_rate"] or {}))
+    judge_logs(
+        module,
+        lambda sources: parse_nccl_tests(sources, module.params["large_message_bytes"], capacity),
+        lambda facts: check_expectations(facts, module.params["expect"] or {}, capacity),
+        "nccl-tests",
+    )
 
 
 if __name__ == "__main__":

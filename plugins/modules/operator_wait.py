@@ -129,18 +129,15 @@ elapsed:
   type: float
 """
 
-import traceback
-
-from ansible.module_utils.basic import env_fallback, missing_required_lib
-
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
-    api_client,
-    config_error_message,
+    ApiException,
+    build_kubernetes_module,
+    client,
+    connect,
     connection_error_message,
     poll,
     wait_options_problem,
 )
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
 from ansible_collections.gpuops.training.plugins.module_utils.operator_status import (
     clusterpolicy_ready,
     crd_established,
@@ -151,14 +148,6 @@ from ansible_collections.gpuops.training.plugins.module_utils.operator_status im
     subscription_installed,
     timeout_message,
 )
-
-try:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
 
 
 def _plain(api, obj):
@@ -245,21 +234,16 @@ def judge(api, crds, deployments, cluster_policies, subscriptions=()):
 
 
 def main():
-    module = build_module(
-        argument_spec={
+    module = build_kubernetes_module(
+        {
             "crds": {"type": "list", "elements": "str", "default": []},
             "deployments": {"type": "list", "elements": "str", "default": []},
             "subscriptions": {"type": "list", "elements": "str", "default": []},
             "cluster_policies": {"type": "list", "elements": "str", "default": []},
             "timeout": {"type": "int", "default": 600},
             "poll_interval": {"type": "int", "default": 5},
-            "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
-            "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
-        },
-        supports_check_mode=True,
+        }
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
     if not (params["crds"] or params["deployments"] or params["subscriptions"] or params["cluster_policies"]):
         module.fail_json(msg="name at least one of crds, deployments, subscriptions or cluster_policies")
@@ -274,10 +258,7 @@ def main():
                 module.fail_json(msg="%s must be given as namespace/name, got %r" % (option, item))
             namespaced[option].append((namespace, name))
 
-    try:
-        api = api_client(params["kubeconfig"], params["context"])
-    except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
+    api = connect(module)
 
     def read_and_judge():
         try:

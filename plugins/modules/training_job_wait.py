@@ -180,26 +180,17 @@ remaining:
 
 import math
 import time
-import traceback
-
-from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.training.plugins.module_utils.job_status import judge, timeout_message
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
-    api_client,
-    config_error_message,
+    ApiException,
+    build_kubernetes_module,
+    client,
+    connect,
     connection_error_message,
+    poll,
     wait_options_problem,
 )
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
-
-try:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
 
 CUSTOM_KINDS = {
     "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
@@ -241,8 +232,8 @@ def list_pods(api, namespace, selector):
 
 
 def main():
-    module = build_module(
-        argument_spec={
+    module = build_kubernetes_module(
+        {
             "kind": {"type": "str", "required": True, "choices": ["Job", "PyTorchJob", "MPIJob", "TrainJob"]},
             "name": {"type": "str", "required": True},
             "namespace": {"type": "str", "required": True},
@@ -255,13 +246,8 @@ def main():
             "slow_after": {"type": "int", "default": 120},
             "seen_pods": {"type": "list", "elements": "dict", "default": []},
             "fail_on_failure": {"type": "bool", "default": True},
-            "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
-            "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
-        },
-        supports_check_mode=True,
+        }
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
     problem = wait_options_problem(params, ("timeout", "window", "slow_after"))
     if problem:
@@ -271,17 +257,15 @@ def main():
             module.fail_json(msg="%s must name the workload's %s, got %r" % (option, option, params[option]))
     if params["started"] is not None and not math.isfinite(params["started"]):
         module.fail_json(msg="started must be a time in seconds since the epoch, got %s" % params["started"])
-    try:
-        api = api_client(params["kubeconfig"], params["context"])
-    except Exception as error:  # the kubernetes client raises several unrelated types here
-        module.fail_json(msg=config_error_message(error, params["kubeconfig"], params["context"]))
+    api = connect(module)
 
-    began = time.time()
-    started = params["started"] if params["started"] is not None else began
+    # The deadline may lie in an earlier call's time (started): the wait runs on the epoch clock.
+    started = params["started"] if params["started"] is not None else time.time()
     deadline = started + params["timeout"]
-    window_end = began + params["window"] if params["window"] else deadline
     seen = params["seen_pods"]
-    while True:
+
+    def read_and_judge():
+        nonlocal seen
         try:
             obj = read_workload(api, params["kind"], params["namespace"], params["name"])
             pods = list_pods(api, params["namespace"], params["pod_selector"])
@@ -312,16 +296,23 @@ def main():
         verdict.update(
             timed_out=False, elapsed=round(now - started, 1), remaining=round(max(deadline - now, 0), 1)
         )
-        if not verdict["finished"] and now >= deadline:
-            verdict.update(finished=True, timed_out=True, message=timeout_message(verdict, params["timeout"]))
-        if verdict["finished"]:
-            if params["fail_on_failure"] and not verdict["succeeded"]:
-                module.fail_json(msg=verdict["message"], **verdict)
-            module.exit_json(changed=False, **verdict)
-        if now >= window_end:
-            module.exit_json(changed=False, **verdict)
-        # The last sleep is cut short so the final read happens at the deadline.
-        time.sleep(max(min(params["poll_interval"], deadline - now, window_end - now), 0.2))
+        return [verdict]
+
+    outcome, (verdict,), _elapsed = poll(
+        read_and_judge,
+        params["timeout"],
+        params["poll_interval"],
+        started=started,
+        window=params["window"],
+        clock=time.time,
+        done=lambda verdict: verdict["succeeded"],
+        failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],
+    )
+    if outcome == "timeout":
+        verdict.update(finished=True, timed_out=True, message=timeout_message(verdict, params["timeout"]))
+    if verdict["finished"] and params["fail_on_failure"] and not verdict["succeeded"]:
+        module.fail_json(msg=verdict["message"], **verdict)
+    module.exit_json(changed=False, **verdict)
 
 
 if __name__ == "__main__":

@@ -207,12 +207,7 @@ parse_warnings:
 """
 
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
-    SOURCE_ARGUMENT_SPEC,
-    LogSourceError,
-    sources_from_params,
-)
-from ansible_collections.gpuops.training.plugins.module_utils.module_args import build_module
+from ansible_collections.gpuops.training.plugins.module_utils.log_module import build_log_module, judge_logs
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
     check_expectations,
     parse_training_logs,
@@ -223,38 +218,33 @@ MAX_TAIL_LINES = 100000
 
 
 def main():
-    argument_spec = dict(
-        SOURCE_ARGUMENT_SPEC,
-        expect={
-            "type": "dict",
-            "default": {},
-            "options": {
-                "world_size": {"type": "int"},
-                "all_ranks_finished": {"type": "bool"},
-                "min_epochs": {"type": "int"},
-                "loss_decreases": {"type": "bool", "default": False},
-                "checkpoint": {"type": "bool", "default": False},
-                "memlock_unlimited": {"type": "bool", "default": False},
+    module = build_log_module(
+        {
+            "expect": {
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "world_size": {"type": "int"},
+                    "all_ranks_finished": {"type": "bool"},
+                    "min_epochs": {"type": "int"},
+                    "loss_decreases": {"type": "bool", "default": False},
+                    "checkpoint": {"type": "bool", "default": False},
+                    "memlock_unlimited": {"type": "bool", "default": False},
+                },
             },
-        },
-        tail_lines={"type": "int", "default": 20},
+            "tail_lines": {"type": "int", "default": 20},
+        }
     )
-    module = build_module(argument_spec=argument_spec, supports_check_mode=True)
     expect = {key: value for key, value in module.params["expect"].items() if value is not None}
-    if not 0 <= module.params["tail_lines"] <= MAX_TAIL_LINES:
-        module.fail_json(
-            msg="tail_lines must be between 0 and %d, got %d" % (MAX_TAIL_LINES, module.params["tail_lines"])
-        )
-    try:
-        sources = sources_from_params(module.params)
-        result = parse_training_logs(sources, tail_lines=module.params["tail_lines"])
-    except (LogSourceError, OSError) as exc:
-        module.fail_json(msg=str(exc))
-    failures = check_expectations(result, expect)
-    result.update(changed=False, ok=not failures, failures=failures)
-    if failures:
-        module.fail_json(msg="training run check failed:\n- " + "\n- ".join(failures), **result)
-    module.exit_json(**result)
+    tail_lines = module.params["tail_lines"]
+    if not 0 <= tail_lines <= MAX_TAIL_LINES:
+        module.fail_json(msg="tail_lines must be between 0 and %d, got %d" % (MAX_TAIL_LINES, tail_lines))
+    judge_logs(
+        module,
+        lambda sources: parse_training_logs(sources, tail_lines=tail_lines),
+        lambda facts: check_expectations(facts, expect),
+        "training run",
+    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,18 @@ def run_playbook():
     return run
 
 
+# What marks a test's tier (pyproject.toml) without a mark in every module: a test that uses
+# the harness needs a real control plane (slow); one that uses a real two-rank torchrun run of
+# the trainer is distributed.
+TIER_FIXTURES = {"k8s_cluster": pytest.mark.slow, "trainer_rank_logs": pytest.mark.distributed}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & TIER_FIXTURES.keys():
+            item.add_marker(TIER_FIXTURES[fixture])
+
+
 def pytest_terminal_summary(terminalreporter):
     """The security figures: playbook runs searched for the test secrets, and leaks found."""
     if TALLY["playbook runs searched for secrets"]:

@@ -10,7 +10,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import PYTHON
+
+# Each test trains the reference loop and the trainer for a round.
+pytestmark = pytest.mark.slow
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "train_throughput" / "run.py"
 

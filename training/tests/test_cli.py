@@ -5,7 +5,8 @@ import subprocess
 import pytest
 from conftest import PYTHON, read_records, stdout_records
 
-from gpuops_trainer.train import main, parse_args
+from gpuops_trainer.options import parse_args
+from gpuops_trainer.train import main
 
 TINY = [
     "--model", "retinanet_resnet18_fpn", "--image-size", "32", "--min-size", "32",
@@ -73,6 +74,7 @@ def test_nccl_on_a_cpu_machine_is_a_config_error(tmp_path, capsys, monkeypatch):
     assert end["event"] == "run_end" and end["status"] == "error"
 
 
+@pytest.mark.slow
 def test_single_process_run_without_torchrun(tmp_path, cpu_env):
     result = subprocess.run(
         [PYTHON, "-m", "gpuops_trainer.train", "--output-dir", str(tmp_path), *TINY,

@@ -162,6 +162,7 @@ def test_openimages_bad_inputs(tmp_path):
         build(csv=tmp_path / "absent.csv")
 
 
+@pytest.mark.slow
 def test_openimages_trains_an_epoch(tmp_path):
     root = tmp_path / "oi"
     write_openimages(root, "train", 6)
@@ -216,6 +217,7 @@ def test_bad_coco_exits_3_with_one_line(tmp_path, capsys, breakage, message):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_damaged_image_in_a_loader_worker_is_one_line_exit_3(tmp_path, cpu_env):
     root = tmp_path / "coco"
     path = write_coco(root, "train", 2)

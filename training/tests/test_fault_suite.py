@@ -32,9 +32,8 @@ from gpuops_trainer import checkpoint as ckpt
 from gpuops_trainer import errors
 from gpuops_trainer.distributed import DistInfo
 from gpuops_trainer.metrics import MetricsWriter
-from gpuops_trainer.train import choose_checkpoint, parse_args
-
-pytestmark = pytest.mark.distributed
+from gpuops_trainer.options import parse_args
+from gpuops_trainer.train import choose_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "training" / "README.md"
@@ -120,6 +119,7 @@ def newest_on_disk(checkpoint_dir):
     return int(ckpt.CHECKPOINT_PATTERN.match(paths[0].name).group(1)) if paths else 0
 
 
+@pytest.mark.distributed
 def test_three_sigkills_at_random_steps_lose_nothing_beyond_the_interval_and_repeat_no_step(
     env, tmp_path
 ):
@@ -320,6 +320,7 @@ def small_volume(tmp_path):
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_checkpoint_volume_exits_5_naming_it_and_keeps_the_last_checkpoint(
     env, small_volume
 ):
@@ -426,6 +427,7 @@ def test_a_sigkilled_trainer_is_128_plus_9_to_its_shell_and_reports_nothing(env,
 LAUNCHERS = {"torch.distributed.run": 1, "gpuops_trainer.launch": 128 + signal.SIGKILL}
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize(("launcher", "code"), LAUNCHERS.items())
 def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(
     env, tmp_path, launcher, code
@@ -451,6 +453,7 @@ def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(
     assert f"Signal 9 (SIGKILL) received by PID {victim}" in stderr, stderr[-3000:]
 
 
+@pytest.mark.distributed
 def test_the_launcher_exits_with_the_trainers_configuration_error(env, tmp_path):
     result = subprocess.run(
         [PYTHON, "-m", "gpuops_trainer.launch", "--standalone", "--nproc_per_node=2",
@@ -462,6 +465,7 @@ def test_the_launcher_exits_with_the_trainers_configuration_error(env, tmp_path)
     assert "gpuops-train: error: argument --batch-size" in result.stderr
 
 
+@pytest.mark.distributed
 def test_the_faults_benchmark_reports_its_figures_in_its_smallest_setting(env, tmp_path):
     out = tmp_path / "faults.json"
     result = subprocess.run(

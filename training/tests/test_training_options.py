@@ -119,6 +119,7 @@ def test_eval_runs_and_reports_every_key(tmp_path):
     assert torch.tensor(evaluation["map"] or 0.0) >= 0
 
 
+@pytest.mark.slow
 def test_amp_fp16_uses_a_grad_scaler_whose_state_is_checkpointed_and_resumed(tmp_path):
     # fp16 autocast and GradScaler run on CPU too, so the scaler's path is exercised here:
     # its state goes into every checkpoint and comes back on resume.

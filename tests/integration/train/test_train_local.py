@@ -28,12 +28,16 @@ def healthy_run(run_playbook, tmp_path_factory):
     return types.SimpleNamespace(run=run, runs_dir=runs_dir)
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_the_default_run_passes_verification(healthy_run):
     assert healthy_run.run.rc == 0, healthy_run.run
     run = healthy_run.run
     assert "PASSED (2/2 ranks reported" in run.output
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_summary_json_shows_every_rank_a_falling_loss_and_a_checkpoint(healthy_run):
     run_dir = only_run_dir(healthy_run.runs_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -54,6 +58,8 @@ def test_summary_json_shows_every_rank_a_falling_loss_and_a_checkpoint(healthy_r
     assert 0.0 <= summary["evaluation"]["map"] <= 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
     run_dir = only_run_dir(healthy_run.runs_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -65,6 +71,8 @@ def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
     assert "NCCL was not used" in (run_dir / "report.html").read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_the_report_plots_the_runs_own_curves(healthy_run):
     from matplotlib import image as mpimg
 
@@ -79,6 +87,8 @@ def test_the_report_plots_the_runs_own_curves(healthy_run):
         assert (pixels[..., :3] < 0.6).any(axis=-1).sum() > 2000  # axes, labels and a curve drawn
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_every_rank_kept_its_output(healthy_run):
     run_dir = only_run_dir(healthy_run.runs_dir)
     stdout_logs = sorted(run_dir.glob("logs/**/stdout.log"))
@@ -90,6 +100,8 @@ def test_every_rank_kept_its_output(healthy_run):
     assert "--dist-timeout-s=1800" in settings["command"]
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
     run = run_playbook(
         PLAYBOOK,

@@ -37,6 +37,8 @@ from bad_input_values import SETTINGS, TALLY, anything, names_one_of, replace_on
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from ansible_collections.gpuops.training.plugins.module_utils import k8s_client
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 PACKAGE = "ansible_collections.gpuops.training.plugins."
 FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures"
@@ -503,7 +505,8 @@ def environment(name, case, module, workspace, cwd, kube_mode):
             elif kube_mode == "unreachable":
                 patch.setenv("K8S_AUTH_KUBECONFIG", str(workspace / "unreachable.kubeconfig"))
             else:
-                patch.setattr(module, "api_client", lambda kubeconfig, context: object())
+                # Every wait module connects through k8s_client.connect.
+                patch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
                 for reader, serve in case.served.items():
                     patch.setattr(module, reader, serve)
             # The time module itself: the wait modules sleep in their own loop or in k8s_client.poll.

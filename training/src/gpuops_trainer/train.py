@@ -3,28 +3,31 @@
     torchrun --standalone --nproc_per_node=2 -m gpuops_trainer.train --output-dir DIR ...
     python -m gpuops_trainer.train --output-dir DIR ...        # one process
 
-Read ``run`` top to bottom: process group, data, model, optimizer, resume, then the epoch
-loop with its checkpoints and evaluations. Exit codes are listed in errors.py and README.md.
+Read ``run`` top to bottom, as torchvision's detection reference: process group, data,
+model, optimizer, resume, then the epoch loop with its checkpoints and evaluations, which
+are functions of a RunContext. The options are in options.py; exit codes are listed in
+errors.py and README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler
 
-from . import __version__
 from . import checkpoint as ckpt
 from .data import (
     CocoDataset,
@@ -36,29 +39,19 @@ from .data import (
     collate_lists,
 )
 from .data.common import resolve
-from .distributed import (
-    BACKENDS,
-    DEFAULT_COLLECTIVE_TIMEOUT_S,
-    DistInfo,
-    broadcast_from_main,
-    cleanup,
-    env_ranks,
-    init_distributed,
-)
+from .distributed import DistInfo, broadcast_from_main, cleanup, env_ranks, init_distributed
 from .engine import LoopOptions, TrainState, train_one_epoch
 from .errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ConfigError, InjectedFault, TrainerError
 from .evaluate import evaluate
 from .faults import parse_fault
 from .limits import memlock_limits
-from .lr import SCHEDULES, build_lr_scheduler
+from .lr import build_lr_scheduler
 from .metrics import MetricsWriter, restart_attempt
-from .models import MODELS, build_model
+from .models import build_model
+from .options import AMP_DTYPES, PROG, parse_args
 from .progress import ProgressBar
 from .shm import processes_on_node, shm_shortfall
 
-PROG = "gpuops-train"
-DATASETS = ("synthetic", "coco", "openimages")
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Relative to --data-path (or --val-data-path); each overridable by an option.
 DEFAULT_LAYOUT = {
     "coco": {
@@ -70,335 +63,7 @@ DEFAULT_LAYOUT = {
         "val": ("annotations/validation-annotations-bbox.csv", "validation"),
     },
 }
-OPENIMAGES_CLASS_FILE = "annotations/class-descriptions-boxable.csv"
 OPENIMAGES_SPLITS = {"train": "train", "val": "validation"}  # names in the image list
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """Usage errors print one line naming the option (no usage block), then exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message}\n")
-
-
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _float_at_least(minimum: float, inclusive: bool):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (value >= minimum if inclusive else value > minimum):
-            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {minimum}")
-        return value
-
-    return parse
-
-
-_positive_float = _float_at_least(0.0, inclusive=False)
-_non_negative_float = _float_at_least(0.0, inclusive=True)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, description="Distributed RetinaNet trainer (gpuops).")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-
-    run = parser.add_argument_group("run")
-    run.add_argument("--output-dir", required=True, help="checkpoints/ and metrics/ go here")
-    run.add_argument("--epochs", type=_int_at_least(1), default=26)
-    run.add_argument(
-        "--print-freq",
-        type=_int_at_least(1),
-        default=20,
-        help="emit a step record every N iterations (and at each epoch's end)",
-    )
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument(
-        "--threads",
-        type=_int_at_least(1),
-        default=None,
-        help="torch.set_num_threads per process (default: torch's own choice, "
-        "which follows OMP_NUM_THREADS)",
-    )
-    run.add_argument(
-        "--dist-backend",
-        choices=BACKENDS,
-        default="auto",
-        help="auto = nccl when CUDA is available, else gloo",
-    )
-    run.add_argument(
-        "--dist-timeout-s",
-        type=_int_at_least(1),
-        default=DEFAULT_COLLECTIVE_TIMEOUT_S,
-        help="how long a collective (or joining the process group) may block before the run "
-        "fails instead of hanging (default: %(default)s)",
-    )
-
-    data = parser.add_argument_group("data")
-    data.add_argument("--dataset", choices=DATASETS, default="synthetic")
-    data.add_argument(
-        "--data-path", default=None, metavar="DIR", help="dataset root (coco, openimages)"
-    )
-    data.add_argument(
-        "--train-annotations",
-        default=None,
-        metavar="PATH",
-        help="relative to --data-path; default annotations/instances_train2017.json (coco), "
-        "annotations/oidv6-train-annotations-bbox.csv (openimages)",
-    )
-    data.add_argument(
-        "--train-images",
-        default=None,
-        metavar="DIR",
-        help="relative to --data-path; default train2017 (coco), train (openimages)",
-    )
-    data.add_argument("--val-data-path", default=None, metavar="DIR", help="default: --data-path")
-    data.add_argument(
-        "--val-annotations",
-        default=None,
-        metavar="PATH",
-        help="relative to --val-data-path; default annotations/instances_val2017.json "
-        "(coco), annotations/validation-annotations-bbox.csv (openimages)",
-    )
-    data.add_argument(
-        "--val-images",
-        default=None,
-        metavar="DIR",
-        help="relative to --val-data-path; default val2017 (coco), validation (openimages)",
-    )
-    data.add_argument(
-        "--class-descriptions",
-        default=OPENIMAGES_CLASS_FILE,
-        metavar="PATH",
-        help="openimages: LabelName,DisplayName CSV, relative to --data-path",
-    )
-    data.add_argument(
-        "--classes",
-        default=None,
-        metavar="NAMES",
-        help='openimages: comma-separated display names or /m/ ids (e.g. "Cat,Dog"); '
-        "default all boxable classes",
-    )
-    data.add_argument(
-        "--image-list",
-        default=None,
-        metavar="PATH",
-        help="openimages: the downloader's split/ImageID lines; default every image present",
-    )
-    data.add_argument("--synthetic-images", type=_int_at_least(1), default=256)
-    data.add_argument("--synthetic-classes", type=_int_at_least(1), default=6)
-    data.add_argument(
-        "--synthetic-val-images",
-        type=_int_at_least(1),
-        default=32,
-        help="size of the held-out synthetic split used for evaluation",
-    )
-    data.add_argument(
-        "--synthetic-val-seed",
-        type=int,
-        default=None,
-        help="default --seed + 1 (held out); equal to --seed scores the training images",
-    )
-    data.add_argument(
-        "--image-size",
-        type=_int_at_least(16),
-        default=256,
-        help="side of the generated square images, in pixels",
-    )
-    data.add_argument("--batch-size", type=_int_at_least(1), default=2, help="images per process")
-    data.add_argument("--workers", type=_int_at_least(0), default=2, help="DataLoader workers")
-    data.add_argument(
-        "--persistent-workers",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="keep DataLoader workers between epochs (with --workers > 0)",
-    )
-    data.add_argument(
-        "--aspect-ratio-group-factor",
-        type=int,
-        default=3,
-        metavar="K",
-        help="batch images of similar aspect ratio (2K+1 bins, as torchvision's reference); "
-        "-1 disables",
-    )
-
-    model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=tuple(MODELS), default="retinanet_resnet50_fpn")
-    model.add_argument(
-        "--min-size",
-        type=_int_at_least(16),
-        default=800,
-        help="RetinaNet resizes the shorter image side to this",
-    )
-    model.add_argument(
-        "--max-size",
-        type=_int_at_least(16),
-        default=1333,
-        help="upper bound for the longer side after resizing",
-    )
-    model.add_argument(
-        "--backbone-weights",
-        default=None,
-        metavar="PATH",
-        help="local ResNet state dict loaded into the backbone",
-    )
-    model.add_argument(
-        "--trainable-backbone-layers",
-        type=int,
-        choices=range(6),
-        default=None,
-        metavar="{0..5}",
-        help="with --backbone-weights (default 3)",
-    )
-    model.add_argument(
-        "--sync-bn",
-        action="store_true",
-        help="convert BatchNorm to SyncBatchNorm (CUDA only: torch has no CPU/gloo version)",
-    )
-    model.add_argument(
-        "--channels-last",
-        action="store_true",
-        help="keep convolution weights (and so activations) in NHWC, which tensor cores read "
-        "fastest under --amp on GPUs",
-    )
-
-    optim = parser.add_argument_group("optimization")
-    optim.add_argument(
-        "--lr",
-        type=_positive_float,
-        default=0.01,
-        help="SGD learning rate (for the whole job, not scaled by world size)",
-    )
-    optim.add_argument("--momentum", type=float, default=0.9)
-    optim.add_argument("--weight-decay", type=float, default=1e-4)
-    optim.add_argument(
-        "--warmup-iters",
-        type=_int_at_least(0),
-        default=1000,
-        help="linear warmup optimizer steps, capped at one epoch",
-    )
-    optim.add_argument(
-        "--warmup-factor",
-        type=_positive_float,
-        default=0.001,
-        help="lr multiplier at the first warmup step",
-    )
-    optim.add_argument(
-        "--lr-schedule",
-        choices=SCHEDULES,
-        default="multistep",
-        help="after warmup: multistep (--lr-steps, --lr-gamma), cosine to 0, or constant",
-    )
-    optim.add_argument(
-        "--lr-steps",
-        type=_int_at_least(1),
-        nargs="+",
-        default=[16, 22],
-        metavar="EPOCH",
-        help="multistep milestones, in epochs (torchvision's reference: 16 22 of 26)",
-    )
-    optim.add_argument("--lr-gamma", type=_positive_float, default=0.1)
-    optim.add_argument(
-        "--grad-accum-steps",
-        type=_int_at_least(1),
-        default=1,
-        metavar="N",
-        help="micro-batches per optimizer step (effective batch = N x batch size x world)",
-    )
-    optim.add_argument("--amp", action="store_true", help="mixed precision (torch.autocast)")
-    optim.add_argument(
-        "--amp-dtype",
-        choices=tuple(AMP_DTYPES),
-        default="bf16",
-        help="with --amp: bf16 (CPU and Ampere+ GPUs) or fp16 (with a GradScaler)",
-    )
-    optim.add_argument(
-        "--clip-grad-norm",
-        type=_non_negative_float,
-        default=10.0,
-        metavar="NORM",
-        help="clip the global gradient norm; 0 disables (from-scratch RetinaNet sees rare "
-        "gradient spikes 50x the usual norm that otherwise kill the classification head)",
-    )
-    optim.add_argument(
-        "--nonfinite-limit",
-        type=_int_at_least(0),
-        default=10,
-        help="consecutive non-finite steps (skipped) before exiting with code 4",
-    )
-
-    state = parser.add_argument_group("checkpoints and drills")
-    state.add_argument(
-        "--resume",
-        default="auto",
-        metavar="auto|never|PATH",
-        help="auto: newest loadable checkpoint in OUTPUT_DIR/checkpoints",
-    )
-    state.add_argument("--keep-checkpoints", type=_int_at_least(1), default=3)
-    state.add_argument(
-        "--checkpoint-every-steps",
-        type=_int_at_least(0),
-        default=0,
-        metavar="N",
-        help="also checkpoint every N optimizer steps (0: only at each epoch's end)",
-    )
-    state.add_argument(
-        "--eval-every-epochs",
-        type=_int_at_least(0),
-        default=0,
-        metavar="N",
-        help="COCO mAP on the validation split every N epochs (0: only at the end)",
-    )
-    state.add_argument(
-        "--eval-at-end",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="evaluate after the last epoch",
-    )
-    state.add_argument(
-        "--inject-fault",
-        default=None,
-        metavar="RANK@STEP[:MODE]",
-        help="fault drills only: rank RANK fails at global step STEP on the "
-        "first attempt; MODE exit (default), raise or kill",
-    )
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.dataset != "synthetic" and not args.data_path:
-        parser.error(f"argument --data-path: required with --dataset {args.dataset}")
-    if args.dataset != "openimages":
-        for option in ("classes", "image_list"):
-            if getattr(args, option) is not None:
-                name = option.replace("_", "-")
-                parser.error(f"argument --{name}: only with --dataset openimages")
-    if args.max_size < args.min_size:
-        parser.error(f"argument --max-size: must be >= --min-size ({args.min_size})")
-    if args.inject_fault is not None:
-        try:
-            parse_fault(args.inject_fault)
-        except ConfigError as exc:
-            parser.error(f"argument {exc}")
-    if args.resume not in ("auto", "never") and not os.path.isfile(args.resume):
-        parser.error(
-            f"argument --resume: expected auto, never or a checkpoint file, got {args.resume!r}"
-        )
-    return args
 
 
 def build_dataset(args: argparse.Namespace, split: str):
@@ -558,6 +223,147 @@ def resume_position(checkpoint: dict, args, dist_info: DistInfo, batches_per_epo
     return epoch, done
 
 
+@dataclass
+class RunContext:
+    """What checkpointing and evaluation read, built once by ``run``.
+
+    ``model`` is the model without DDP's wrapper: what is saved and evaluated. ``state``
+    is the run's position, which the epoch loop moves on.
+    """
+
+    args: argparse.Namespace
+    dist_info: DistInfo
+    metrics: MetricsWriter
+    state: TrainState
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    lr_scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler | None
+    iters_per_epoch: int
+    num_classes: int
+    amp_dtype: torch.dtype | None
+    val_loader: DataLoader | None
+    val_dataset: Dataset | None
+
+
+def build_ddp_model(
+    args: argparse.Namespace, num_classes: int, checkpoint: dict | None, dist_info: DistInfo
+) -> tuple[nn.Module, nn.Module]:
+    """The model, built on every rank from the same seed (and given the checkpoint's
+    weights), and what trains it: the model wrapped for DDP, or itself in one process."""
+    model = build_model(
+        args.model,
+        num_classes=num_classes,
+        min_size=args.min_size,
+        max_size=args.max_size,
+        backbone_weights=args.backbone_weights,
+        trainable_backbone_layers=args.trainable_backbone_layers,
+    )
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+    if args.sync_bn and dist_info.enabled:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    device = dist_info.device
+    model.to(device)
+    if args.channels_last:
+        model.to(memory_format=torch.channels_last)
+    if not dist_info.enabled:
+        return model, model
+    device_ids = [device.index] if device.type == "cuda" else None
+    return model, DistributedDataParallel(model, device_ids=device_ids)
+
+
+def resume(ctx: RunContext, checkpoint: dict, path: str) -> None:
+    """Continue from ``checkpoint`` (read from ``path``): optimizer, schedule, loss scale,
+    position and random states; the model has its weights already (build_ddp_model)."""
+    ctx.optimizer.load_state_dict(checkpoint["optimizer"])
+    ctx.lr_scheduler.load_state_dict(checkpoint["lr_scheduler"])
+    if ctx.scaler is not None and checkpoint.get("scaler"):
+        ctx.scaler.load_state_dict(checkpoint["scaler"])
+    state = ctx.state
+    state.epoch, state.epoch_batches = resume_position(
+        checkpoint, ctx.args, ctx.dist_info, ctx.iters_per_epoch
+    )
+    state.global_step = int(checkpoint["global_step"])
+    ckpt.restore_rng_states(checkpoint["rng"])
+    ctx.metrics.emit(
+        "resume",
+        path=path,
+        epoch=state.epoch,
+        step=state.global_step,
+        epoch_batches=state.epoch_batches,
+    )
+
+
+def save_checkpoint(ctx: RunContext) -> None:
+    """Rank 0 writes the run's state at its current position and reports it."""
+    if not ctx.dist_info.is_main:
+        return
+    state = ctx.state
+    # The other ranks wait at their next collective meanwhile: this is the run's stall.
+    started = time.perf_counter()
+    path = ckpt.save_checkpoint(
+        {
+            "model": ctx.model.state_dict(),
+            "optimizer": ctx.optimizer.state_dict(),
+            "lr_scheduler": ctx.lr_scheduler.state_dict(),
+            "scaler": ctx.scaler.state_dict() if ctx.scaler is not None else None,
+            "epoch": state.epoch,
+            "epoch_batches": state.epoch_batches,
+            "iters_per_epoch": ctx.iters_per_epoch,
+            "global_step": state.global_step,
+            "world_size": ctx.dist_info.world_size,
+            "rng": ckpt.rng_states(),
+            "args": vars(ctx.args),
+        },
+        Path(ctx.args.output_dir) / "checkpoints",
+        keep=ctx.args.keep_checkpoints,
+    )
+    ctx.metrics.emit(
+        "checkpoint",
+        epoch=state.epoch,
+        step=state.global_step,
+        epoch_batches=state.epoch_batches,
+        path=str(path),
+        bytes=path.stat().st_size,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def checkpoint_mid_epoch(ctx: RunContext) -> None:
+    """After each optimizer step: a checkpoint every --checkpoint-every-steps steps."""
+    every = ctx.args.checkpoint_every_steps
+    state = ctx.state
+    # The epoch's last step is saved by the end-of-epoch checkpoint.
+    if every and state.global_step % every == 0 and state.epoch_batches < ctx.iters_per_epoch:
+        save_checkpoint(ctx)
+
+
+def evaluate_epoch(ctx: RunContext, epoch: int) -> None:
+    """COCO mAP of the model on the validation split after ``epoch``; rank 0 reports it."""
+    result = evaluate(
+        ctx.model,
+        ctx.val_loader,
+        ctx.val_dataset,
+        ctx.dist_info.device,
+        ctx.num_classes,
+        ctx.amp_dtype,
+        ctx.dist_info.is_main,
+    )
+    if result is not None:
+        ctx.metrics.emit(
+            "eval",
+            epoch=epoch,
+            step=ctx.state.global_step,
+            map=result.map,
+            map_50=result.map_50,
+            map_75=result.map_75,
+            images=result.images,
+            detections=result.detections,
+            seconds=result.seconds,
+        )
+
+
 def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> None:
     dist_info = init_distributed(args.dist_backend, args.dist_timeout_s)
     if args.threads is not None:
@@ -592,27 +398,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
     steps_per_epoch = math.ceil(iters_per_epoch / args.grad_accum_steps)
 
     resumed_from, checkpoint = choose_checkpoint(args, dist_info, metrics)
-
-    # Model: built on every rank from the same seed, then wrapped for DDP.
-    model = build_model(
-        args.model,
-        num_classes=dataset.num_classes,
-        min_size=args.min_size,
-        max_size=args.max_size,
-        backbone_weights=args.backbone_weights,
-        trainable_backbone_layers=args.trainable_backbone_layers,
-    )
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-    if args.sync_bn and dist_info.enabled:
-        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    model.to(device)
-    if args.channels_last:
-        model.to(memory_format=torch.channels_last)
-    model_without_ddp = model
-    if dist_info.enabled:
-        device_ids = [device.index] if device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids)
+    model_without_ddp, model = build_ddp_model(args, dataset.num_classes, checkpoint, dist_info)
 
     # Optimization: SGD, warmup + main schedule per optimizer step, fp16 loss scaling.
     params = [p for p in model.parameters() if p.requires_grad]
@@ -632,23 +418,23 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         gamma=args.lr_gamma,
     )
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
+    ctx = RunContext(
+        args=args,
+        dist_info=dist_info,
+        metrics=metrics,
+        state=state,
+        model=model_without_ddp,
+        optimizer=optimizer,
+        lr_scheduler=lr_scheduler,
+        scaler=scaler,
+        iters_per_epoch=iters_per_epoch,
+        num_classes=dataset.num_classes,
+        amp_dtype=amp_dtype,
+        val_loader=val_loader,
+        val_dataset=val_dataset,
+    )
     if checkpoint is not None:
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        lr_scheduler.load_state_dict(checkpoint["lr_scheduler"])
-        if scaler is not None and checkpoint.get("scaler"):
-            scaler.load_state_dict(checkpoint["scaler"])
-        state.epoch, state.epoch_batches = resume_position(
-            checkpoint, args, dist_info, iters_per_epoch
-        )
-        state.global_step = int(checkpoint["global_step"])
-        ckpt.restore_rng_states(checkpoint["rng"])
-        metrics.emit(
-            "resume",
-            path=resumed_from,
-            epoch=state.epoch,
-            step=state.global_step,
-            epoch_batches=state.epoch_batches,
-        )
+        resume(ctx, checkpoint, resumed_from)
     start_epoch = state.epoch
 
     memlock_bytes, memlock_max_bytes = memlock_limits()
@@ -678,67 +464,6 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         memlock_max_bytes=memlock_max_bytes,
     )
 
-    def save_checkpoint() -> None:
-        if not dist_info.is_main:
-            return
-        # The other ranks wait at their next collective meanwhile: this is the run's stall.
-        started = time.perf_counter()
-        path = ckpt.save_checkpoint(
-            {
-                "model": model_without_ddp.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "lr_scheduler": lr_scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "epoch": state.epoch,
-                "epoch_batches": state.epoch_batches,
-                "iters_per_epoch": iters_per_epoch,
-                "global_step": state.global_step,
-                "world_size": dist_info.world_size,
-                "rng": ckpt.rng_states(),
-                "args": vars(args),
-            },
-            Path(args.output_dir) / "checkpoints",
-            keep=args.keep_checkpoints,
-        )
-        metrics.emit(
-            "checkpoint",
-            epoch=state.epoch,
-            step=state.global_step,
-            epoch_batches=state.epoch_batches,
-            path=str(path),
-            bytes=path.stat().st_size,
-            seconds=time.perf_counter() - started,
-        )
-
-    def checkpoint_mid_epoch() -> None:
-        every = args.checkpoint_every_steps
-        # The epoch's last step is saved by the end-of-epoch checkpoint below.
-        if every and state.global_step % every == 0 and state.epoch_batches < iters_per_epoch:
-            save_checkpoint()
-
-    def run_evaluation(epoch: int) -> None:
-        result = evaluate(
-            model_without_ddp,
-            val_loader,
-            val_dataset,
-            device,
-            dataset.num_classes,
-            amp_dtype,
-            dist_info.is_main,
-        )
-        if result is not None:
-            metrics.emit(
-                "eval",
-                epoch=epoch,
-                step=state.global_step,
-                map=result.map,
-                map_50=result.map_50,
-                map_75=result.map_75,
-                images=result.images,
-                detections=result.detections,
-                seconds=result.seconds,
-            )
-
     options = LoopOptions(
         num_classes=dataset.num_classes,
         print_freq=args.print_freq,
@@ -767,7 +492,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
             options,
             iters_per_epoch=iters_per_epoch,
             scaler=scaler,
-            after_optimizer_step=checkpoint_mid_epoch,
+            after_optimizer_step=functools.partial(checkpoint_mid_epoch, ctx),
             progress=progress,
         )
         batch_sampler.skip = 0
@@ -781,14 +506,14 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
             images_per_s=result.images_per_s,
             seconds=result.seconds,
         )
-        save_checkpoint()
+        save_checkpoint(ctx)
         state.epoch, state.epoch_batches = epoch + 1, 0
         if args.eval_every_epochs and (epoch + 1) % args.eval_every_epochs == 0:
-            run_evaluation(epoch)
+            evaluate_epoch(ctx, epoch)
             last_evaluated = epoch
 
     if args.eval_at_end and last_evaluated != args.epochs - 1:
-        run_evaluation(args.epochs - 1)
+        evaluate_epoch(ctx, args.epochs - 1)
     cleanup()
 
 
@@ -802,6 +527,21 @@ def one_line(exc: BaseException) -> str:
     return text
 
 
+def report_end(
+    metrics: MetricsWriter, state: TrainState, started: float, status: str, **extra
+) -> None:
+    """The rank's last record (``run_end``), then its metrics file closed."""
+    metrics.emit(
+        "run_end",
+        status=status,
+        epochs_completed=state.epoch,
+        step=state.global_step,
+        seconds=time.time() - started,
+        **extra,
+    )
+    metrics.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)  # usage errors exit 2 here, before anything starts
     started = time.time()
@@ -813,30 +553,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: --output-dir: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
 
-    def finish(status: str, **extra) -> None:
-        metrics.emit(
-            "run_end",
-            status=status,
-            epochs_completed=state.epoch,
-            step=state.global_step,
-            seconds=time.time() - started,
-            **extra,
-        )
-        metrics.close()
-
     try:
         run(args, state, metrics)
     except TrainerError as exc:
         message = one_line(exc)
         if not isinstance(exc, InjectedFault):  # the fault already printed its line
             print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
-        finish("error", error=message)
+        report_end(metrics, state, started, "error", error=message)
         return exc.exit_code
     except Exception as exc:
         traceback.print_exc()
-        finish("error", error=f"{type(exc).__name__}: {exc}")
+        report_end(metrics, state, started, "error", error=f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
-    finish("ok")
+    report_end(metrics, state, started, "ok")
     return EXIT_OK
 
 

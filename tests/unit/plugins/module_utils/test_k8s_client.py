@@ -61,6 +61,47 @@ def test_a_zero_timeout_reads_once(clock):
     assert len(calls) == 1 and clock["sleeps"] == []
 
 
+def test_a_window_returns_before_the_deadline_and_its_last_sleep_is_cut_short(clock):
+    judge, calls = judge_of(PENDING)
+    outcome, verdicts, elapsed = k8s_client.poll(judge, timeout=600, poll_interval=5, window=12)
+    assert (outcome, verdicts, elapsed) == ("window", PENDING, 12.0)
+    assert clock["sleeps"] == [5, 5, 2] and len(calls) == 4
+
+
+def test_a_deadline_before_the_end_of_the_window_wins(clock):
+    judge, _calls = judge_of(PENDING)
+    outcome, _verdicts, elapsed = k8s_client.poll(judge, timeout=7, poll_interval=5, window=30)
+    assert (outcome, elapsed) == ("timeout", 7.0) and clock["sleeps"] == [5, 2]
+
+
+def test_a_wait_started_earlier_counts_from_its_start_on_the_clock_given(clock):
+    # An earlier call began 50 s ago on another clock (time.time, say): 10 s are left.
+    wall = {"now": 5000.0}
+
+    def wall_clock():
+        return wall["now"] + clock["now"] - 1000.0
+
+    judge, calls = judge_of(PENDING)
+    outcome, _verdicts, elapsed = k8s_client.poll(
+        judge, timeout=60, poll_interval=4, started=wall["now"] - 50, clock=wall_clock
+    )
+    assert (outcome, elapsed) == ("timeout", 60.0)
+    assert clock["sleeps"] == [4, 4, 2] and len(calls) == 4
+
+
+def test_the_verdicts_can_be_read_by_other_predicates(clock):
+    judge, calls = judge_of([{"finished": False}], [{"finished": True, "succeeded": False}])
+    outcome, verdicts, _elapsed = k8s_client.poll(
+        judge,
+        timeout=60,
+        poll_interval=5,
+        done=lambda verdict: verdict.get("succeeded"),
+        failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],
+    )
+    assert (outcome, verdicts) == ("failed", [{"finished": True, "succeeded": False}])
+    assert len(calls) == 2
+
+
 @pytest.mark.parametrize(
     ("params", "at_least_zero", "message"),
     [

@@ -8,6 +8,7 @@ import pathlib
 import pytest
 import yaml
 
+from ansible_collections.gpuops.training.plugins.module_utils import k8s_client
 from ansible_collections.gpuops.training.plugins.module_utils.job_status import parse_time
 from ansible_collections.gpuops.training.plugins.modules import training_job_wait
 
@@ -36,7 +37,7 @@ def cluster(monkeypatch):
         state["sleeps"].append(seconds)
         state["now"] += seconds
 
-    monkeypatch.setattr(training_job_wait, "api_client", lambda kubeconfig, context: object())
+    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
     monkeypatch.setattr(training_job_wait, "read_workload", read_workload)
     monkeypatch.setattr(training_job_wait, "list_pods", lambda api, namespace, selector: state["current"][1])
     monkeypatch.setattr(training_job_wait.time, "sleep", sleep)
