@@ -460,23 +460,31 @@ def check_expectations(result, expect):
         failures.append("no checkpoint was written (no 'checkpoint' record in the metrics)")
     if expect.get("memlock_unlimited"):
         failures.extend(_memlock_messages(result))
+    elif expect.get("memlock_min_bytes"):
+        failures.extend(_memlock_messages(result, expect["memlock_min_bytes"]))
     return failures
 
 
-def _memlock_messages(result):
+def _memlock_messages(result, min_bytes=None):
+    """Each rank whose RLIMIT_MEMLOCK is limited (min_bytes None) or below min_bytes, named with
+    its limit and the remedy; and the ranks that reported none."""
     memlock = result.get("memlock") or {}
     reporting = set(memlock.get("ranks_reporting") or [])
     silent = [summary["rank"] for summary in result["ranks"] if summary["rank"] not in reporting]
+    limits = {summary["rank"]: summary["memlock_bytes"] for summary in result["ranks"]}
+    if min_bytes is None:
+        short = list(memlock.get("limited_ranks") or [])
+        expected = "expected unlimited"
+    else:
+        short = [rank for rank in memlock.get("limited_ranks") or [] if limits[rank] < min_bytes]
+        expected = "expected at least %s" % format_bytes(min_bytes, "Ki")
     messages = []
-    if memlock.get("limited_ranks"):
-        limits = {summary["rank"]: summary["memlock_bytes"] for summary in result["ranks"]}
-        described = ", ".join(
-            "%d (%s)" % (rank, format_bytes(limits[rank], "Ki")) for rank in memlock["limited_ranks"][:20]
-        )
-        more = len(memlock["limited_ranks"]) - 20
+    if short:
+        described = ", ".join("%d (%s)" % (rank, format_bytes(limits[rank], "Ki")) for rank in short[:20])
+        more = len(short) - 20
         messages.append(
-            "ranks %s%s run with a locked-memory limit (RLIMIT_MEMLOCK), expected unlimited: %s"
-            % (described, " and %d more" % more if more > 0 else "", MEMLOCK_REMEDY)
+            "ranks %s%s run with a locked-memory limit (RLIMIT_MEMLOCK), %s: %s"
+            % (described, " and %d more" % more if more > 0 else "", expected, MEMLOCK_REMEDY)
         )
     if silent or not result["ranks"]:
         messages.append(

@@ -61,6 +61,13 @@ options:
           - A rank with a limit is named with it and the remedy.
         type: bool
         default: false
+      memlock_min_bytes:
+        description:
+          - Every rank must report a locked-memory limit of at least this many bytes, or unlimited - for
+            hosts that cannot give unlimited (a runtime without CAP_SYS_RESOURCE stops at the host's
+            hard limit). Ignored when O(expect.memlock_unlimited) is set.
+          - A rank below it is named with its limit and the remedy.
+        type: int
   tail_lines:
     description:
       - How many of each rank's last non-metrics lines to keep, to show with a failure.
@@ -230,6 +237,7 @@ def main():
                     "loss_decreases": {"type": "bool", "default": False},
                     "checkpoint": {"type": "bool", "default": False},
                     "memlock_unlimited": {"type": "bool", "default": False},
+                    "memlock_min_bytes": {"type": "int"},
                 },
             },
             "tail_lines": {"type": "int", "default": 20},

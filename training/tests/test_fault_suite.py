@@ -359,7 +359,8 @@ def test_the_readme_lists_exactly_the_exit_codes_of_errors_py():
     defined = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
     assert {int(code) for code in documented if code.isdigit()} == defined
     # Kubeflow's ExitCode policy: 1-127 permanent, 128+ retryable; the table says the same.
-    assert all(documented[str(code)].startswith("no") for code in defined - {0, 1})
+    assert all(documented[str(code)].startswith("no") for code in defined - {0, 1} if code < 128)
+    assert all(documented[str(code)].startswith("yes") for code in defined if code >= 128)
     assert documented["128+N"].startswith("yes")
 
 
@@ -451,6 +452,52 @@ def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(
     # torchrun's summary names the killed worker, its status and the signal.
     assert re.search(rf"exitcode\s*: -9 \(pid: {victim}\)", stderr), stderr[-3000:]
     assert f"Signal 9 (SIGKILL) received by PID {victim}" in stderr, stderr[-3000:]
+
+
+@pytest.mark.distributed
+def test_a_rank_whose_peer_node_died_exits_retryable_with_one_line(env, tmp_path):
+    """Two agents, one process each, as two pods run it: when the other pod's worker is
+    killed, this rank's collective fails, and it says so with 200, which restart policies
+    retry (a traceback and exit 1 would read as a permanent error)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    output = tmp_path / "run"
+    agents = []
+    for node in (0, 1):
+        agents.append(
+            start(
+                [PYTHON, "-m", "gpuops_trainer.launch", "--nnodes=2", "--nproc-per-node=1",
+                 f"--node-rank={node}", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+                 "--rdzv-id=peer-lost", "--max-restarts=0", "-m", "gpuops_trainer.train",
+                 "--output-dir", str(output), *SMALL, "--epochs", "3", "--synthetic-images", "8"],
+                env, tmp_path / f"stderr-{node}",
+            )
+        )  # fmt: skip
+    try:
+        wait_for_step(agents[0], output / "metrics", 0, 1)
+        victims = {
+            pid for agent in agents for rank, pid in worker_pids(agent.pid).items() if rank == 1
+        }
+        (victim,) = victims
+        os.kill(victim, signal.SIGKILL)
+        for agent in agents:
+            agent.wait(timeout=300)
+    finally:
+        for agent in agents:
+            stop(agent)
+    codes = sorted(agent.returncode for agent in agents)
+    stderr = "".join((tmp_path / f"stderr-{node}").read_text() for node in (0, 1))
+    assert codes == [128 + signal.SIGKILL, errors.EXIT_PEER_LOST], stderr[-3000:]
+    (end,) = [
+        r for r in read_records(output / "metrics" / "rank0.jsonl") if r["event"] == "run_end"
+    ]
+    assert end["status"] == "error"
+    assert end["error"].startswith("a peer rank or the rendezvous was lost: "), end
+    # The surviving rank's one line, whichever agent hosted the rendezvous store.
+    assert "gpuops-train: error: a peer rank or the rendezvous was lost: " in stderr
 
 
 @pytest.mark.distributed

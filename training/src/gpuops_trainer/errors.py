@@ -17,6 +17,30 @@ EXIT_CONFIG = 2  # bad arguments or configuration: retrying cannot help
 EXIT_DATA = 3  # the dataset is unusable
 EXIT_NONFINITE = 4  # too many consecutive steps with a non-finite loss
 EXIT_STORAGE = 5  # a checkpoint cannot be written: the volume is full (or over quota)
+# Another rank, its node or the rendezvous went away in the middle of a collective: this rank
+# is healthy and the run can go on from its checkpoint once all ranks are back, so the code is
+# in the range restart policies retry (128 and up), above every signal's 128+N.
+EXIT_PEER_LOST = 200
+
+# What the collective libraries say when the other end of a connection is gone.
+PEER_LOST_MESSAGES = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "remote process exited",
+    "Connection refused",
+)
+
+
+def peer_lost(error: BaseException) -> bool:
+    """Whether ERROR says a peer rank or the rendezvous store went away (gloo reports it as a
+    RuntimeError naming the connection, NCCL and the c10d store with torch's Dist* errors)."""
+    import torch.distributed as dist
+
+    if isinstance(error, (dist.DistNetworkError, dist.DistStoreError)):
+        return True
+    message = str(error)
+    return isinstance(error, RuntimeError) and any(text in message for text in PEER_LOST_MESSAGES)
 
 
 class TrainerError(Exception):

@@ -7,7 +7,9 @@ retryable; a Job's ``podFailurePolicy``). Here the first failed worker's code be
 launcher's: the trainer's own codes stay (2 configuration, 3 data, 4 non-finite loss, 5
 storage: permanent), a worker killed by signal N gives 128+N (137 for SIGKILL and OOM
 kills: retryable), as a container running the trainer alone would report. A signal that
-stops torchrun's agent itself also gives 128+N.
+stops torchrun's agent itself also gives 128+N. When the rendezvous store is gone (the agent
+that hosted it, in another pod, has exited), the agent's own error gives 200, the trainer's
+code for a lost peer: retryable, like the rank's failure it follows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import sys
 from torch.distributed import run as torchrun
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+
+from .errors import EXIT_PEER_LOST
 
 
 def exit_code_of_failure(exitcode: int) -> int:
@@ -38,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code_of_failure(failure.exitcode)
     except SignalException as error:
         return 128 + int(error.sigval)
+    except RendezvousConnectionError as error:
+        print(f"gpuops_trainer.launch: the rendezvous store is gone: {error}", file=sys.stderr)
+        return EXIT_PEER_LOST
     return 0
 
 

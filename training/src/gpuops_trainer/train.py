@@ -41,7 +41,16 @@ from .data import (
 from .data.common import resolve
 from .distributed import DistInfo, broadcast_from_main, cleanup, env_ranks, init_distributed
 from .engine import LoopOptions, TrainState, train_one_epoch
-from .errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ConfigError, InjectedFault, TrainerError
+from .errors import (
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_PEER_LOST,
+    ConfigError,
+    InjectedFault,
+    TrainerError,
+    peer_lost,
+)
 from .evaluate import evaluate
 from .faults import parse_fault
 from .limits import memlock_limits
@@ -562,6 +571,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_end(metrics, state, started, "error", error=message)
         return exc.exit_code
     except Exception as exc:
+        if peer_lost(exc):
+            message = f"a peer rank or the rendezvous was lost: {one_line(exc)}"
+            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+            report_end(metrics, state, started, "error", error=message)
+            return EXIT_PEER_LOST
         traceback.print_exc()
         report_end(metrics, state, started, "error", error=f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE

@@ -327,6 +327,20 @@ def test_a_locked_memory_limit_is_named_per_rank_with_the_remedy():
         assert remedy in message
 
 
+def test_a_minimum_in_bytes_passes_ranks_at_or_above_it_and_names_the_others():
+    result = memlock_run([8 << 20, 65536, -1])
+    (message,) = check_expectations(result, {"memlock_min_bytes": 8 << 20})
+    assert message.startswith(
+        "ranks 1 (64Ki) run with a locked-memory limit (RLIMIT_MEMLOCK), expected at least 8Mi: RDMA"
+    )
+    assert check_expectations(memlock_run([8 << 20, -1]), {"memlock_min_bytes": 8 << 20}) == []
+    # unlimited, when asked for, wins over the minimum.
+    assert (
+        len(check_expectations(memlock_run([8 << 20]), {"memlock_unlimited": True, "memlock_min_bytes": 1}))
+        == 1
+    )
+
+
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
