@@ -136,22 +136,36 @@ def test_a_pytorchjob_pod_trains_in_the_image_as_its_user(image, tmp_path):
         "backend": "gloo",
         "workers": 0,
         "threads_per_process": 1,
-        "trainer_args": [*TRAINER_ARGS, "--output-dir=/checkpoints/%s" % RUN_ID],
+        # The run of TRAINER_ARGS, as training_job's settings.
+        "model": "retinanet_resnet18_fpn",
+        "dataset": "synthetic",
+        "synthetic_images": 8,
+        "synthetic_classes": 3,
+        "image_size": 64,
+        "min_size": 64,
+        "max_size": 64,
+        "epochs": 1,
+        "batch_size": 2,
+        "print_freq": 1,
+        "extra_args": ["--no-eval-at-end"],
     }
-    job = training_workload.pytorchjob(settings)[0]
+    (job,), _command = training_workload.pytorchjob(settings)
     pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     container = pod["containers"][0]
     endpoint = next(arg for arg in container["command"] if arg.startswith("--rdzv-endpoint="))
     host = endpoint.split("=", 1)[1].rsplit(":", 1)[0]
     capabilities = container["securityContext"]["capabilities"]
     assert container["command"][:3] == ["python3", "-m", "gpuops_trainer.launch"]
+    assert set(TRAINER_ARGS) <= set(container["command"]), container["command"]
 
     checkpoints = writable_by_the_image_user(tmp_path / "checkpoints")
     options = ["--rm", "--hostname", host, "--volume", "%s:/checkpoints" % checkpoints]
     options += ["--security-opt", "no-new-privileges"]
     options += ["--cap-drop", ",".join(capabilities["drop"]), "--cap-add", ",".join(capabilities["add"])]
     for variable in container["env"]:
-        options += ["--env", "%s=%s" % (variable["name"], variable["value"])]
+        # What the downward API would fill in (the node's name) has no value under podman.
+        if "value" in variable:
+            options += ["--env", "%s=%s" % (variable["name"], variable["value"])]
     result = podman(
         "run",
         *options,

@@ -344,7 +344,7 @@ def test_mpijob_runs_on_the_cluster_and_its_launchers_log_is_judged(
         "gpuops.test/run-duration": "3s",
         "k8s.v1.cni.cncf.io/networks": "rdma-net",
     }
-    env = {item["name"]: item["value"] for item in container["env"]}
+    env = {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
     assert {key: env[key] for key in ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL")} == {
         "NCCL_IB_DISABLE": "0",
         "NCCL_IB_HCA": "mlx5_0,mlx5_1",  # nccl_tests_env wins over the fabric profile
@@ -352,7 +352,8 @@ def test_mpijob_runs_on_the_cluster_and_its_launchers_log_is_judged(
     }
     assert (env["NCCL_SOCKET_IFNAME"], env["NCCL_DEBUG"]) == ("net1", "INFO")
     launcher_env = {
-        item["name"]: item["value"] for item in launcher["template"]["spec"]["containers"][0]["env"]
+        item["name"]: item.get("value", item.get("valueFrom"))
+        for item in launcher["template"]["spec"]["containers"][0]["env"]
     }
     assert {key: launcher_env[key] for key in ("NCCL_DEBUG", "NCCL_IB_HCA")} == {
         "NCCL_DEBUG": "INFO",
