@@ -46,7 +46,7 @@ from crio_runtime import (
 )
 
 # k8s_harness imports this module only inside its methods, so this import finds it loaded.
-from k8s_harness import LOOPBACK, Builder, HarnessError, exclusive_lock, log, write_kubeconfig
+from k8s_harness import LOOPBACK, Builder, HarnessError, Supervisor, exclusive_lock, log, write_kubeconfig
 
 if TYPE_CHECKING:
     from k8s_harness import Harness
@@ -527,12 +527,18 @@ class RealNode:
         RUN_ROOT.mkdir(parents=True, exist_ok=True)
         owner_file = RUN_ROOT / "real-node.owner"
         owner = owner_file.read_text().strip() if owner_file.exists() else ""
-        if owner and owner != str(self.harness.state_dir) and Path(owner, "real-node", "state.json").exists():
+        if owner and owner != str(self.harness.state_dir) and self._owner_is_alive(Path(owner)):
             raise HarnessError(
                 f"the harness in {owner} runs this machine's real node: bring it down first "
                 f"(GPUOPS_HARNESS_DIR={owner} python tests/harness/k8s_harness.py real-node down)"
             )
         owner_file.write_text(f"{self.harness.state_dir}\n")
+
+    def _owner_is_alive(self, owner: Path) -> bool:
+        """A claim holds while one of its node's processes runs: a claim left by a machine that
+        rebooted, or a copy of this machine's files, must not block a new node."""
+        owner_processes = Supervisor(owner)
+        return any(owner_processes.recorded_pid(name) is not None for name in self.COMPONENTS)
 
     def _down(self, quiet: bool, delete_node: bool) -> None:
         harness = self.harness

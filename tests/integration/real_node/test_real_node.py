@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from crio_runtime import BUSYBOX_IMAGE
+from crio_runtime import BUSYBOX_IMAGE, RUN_ROOT
 from real_node import detect_quirks
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_node]
@@ -142,11 +142,22 @@ def test_a_crio_restart_keeps_running_containers_running(k8s_cluster, k8s_namesp
     assert exec_output.strip() == "still here"
 
 
-def test_down_leaves_no_process_mount_bridge_or_cgroup_behind(k8s_cluster, real_node):
+def test_down_leaves_no_process_mount_bridge_or_cgroup_behind(k8s_cluster, real_node, tmp_path):
     real_node.node.down()
     try:
         assert real_node.node.leftovers() == []
         assert real_node.name not in k8s_cluster.kubectl("get", "nodes", "-o", "name").stdout
+        # A claim left behind by a harness whose node died with its machine (its state file and
+        # pid files still there) does not block the next node.
+        stale = tmp_path / "stale-harness"
+        (stale / "real-node").mkdir(parents=True)
+        (stale / "real-node" / "state.json").write_text('{"ready": true}')
+        (stale / "pids").mkdir()
+        for name in real_node.node.COMPONENTS:
+            (stale / "pids" / f"{name}.pid").write_text("999999 12345\n")
+        owner_file = RUN_ROOT / "real-node.owner"
+        owner_file.write_text(f"{stale}\n")
     finally:
         # The session's other real-node tests may run after this one.
         real_node.node.up()
+    assert owner_file.read_text().strip() == str(real_node.node.harness.state_dir)
