@@ -31,8 +31,13 @@ TERMINAL = ("Succeeded", "Failed")
 STUCK_REASONS = (
     "ImagePullBackOff",
     "ErrImagePull",
-    # The image is not on the node and the pull policy is Never (a real kubelet says so).
+    # What a real kubelet reports besides (kwok never did): the image is not on the node and
+    # the pull policy is Never; the registry cannot be reached; the image cannot be inspected
+    # or its signature is refused.
     "ErrImageNeverPull",
+    "RegistryUnavailable",
+    "ErrImageInspect",
+    "SignatureValidationFailed",
     "InvalidImageName",
     "CrashLoopBackOff",
     "CreateContainerConfigError",

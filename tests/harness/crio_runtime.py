@@ -132,6 +132,13 @@ class CrioRuntime:
     # ---- configuration ----------------------------------------------------
 
     def write_configuration(self, clamp_oom_score_adj: bool) -> None:
+        """A fresh runtime: its main configuration, and no drop-in (nor any copy a role kept of
+        one) from an earlier start, so every test begins where a new node does."""
+        for leftover in (
+            self.config_dir,
+            self.config_dir.with_name(self.config_dir.name + ".gpuops-originals"),
+        ):
+            shutil.rmtree(leftover, ignore_errors=True)
         for directory in (
             self.config_dir,
             self.dir / "lib",

@@ -22,7 +22,14 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 import cluster_demo  # noqa: E402
 from pytest_plugin import k8s_cluster, k8s_namespace, real_node  # noqa: E402
 
-__all__ = ["k8s_cluster", "k8s_namespace", "real_node", "node_inventory_env", "training_namespace"]
+__all__ = [
+    "k8s_cluster",
+    "k8s_namespace",
+    "real_node",
+    "node_inventory_env",
+    "provisioned_node",
+    "training_namespace",
+]
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +37,17 @@ def node_inventory_env(k8s_cluster, real_node):
     """The environment inventories/harness-real-node reads, with the trainer image built."""
     image = cluster_demo.build_trainer_image(k8s_cluster.harness)
     return cluster_demo.inventory_environment(k8s_cluster.harness, image)
+
+
+@pytest.fixture(scope="session")
+def provisioned_node(real_node, run_playbook, node_inventory_env):
+    """The node as provision_nodes.yml leaves it: CRI-O's limits drop-in (at this host's hard
+    limits), proved on fresh containers, and preflight passed. Returns that run."""
+    run = run_playbook(
+        "playbooks/provision_nodes.yml", cluster_demo.INVENTORY, timeout=900, extra_env=node_inventory_env
+    )
+    assert run.rc == 0, run
+    return run
 
 
 @pytest.fixture
