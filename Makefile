@@ -25,7 +25,7 @@ export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help demo cluster-demo check test venv collection system-packages node-image trainer-image registry harness-build lint ruff ansible-lint \
-	unit unit-collection unit-trainer sanity integration molecule release docs docs-check clean
+	unit unit-collection unit-trainer sanity integration integration-harness integration-host molecule release docs docs-check clean
 
 help:
 	@echo "make demo            - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
@@ -41,7 +41,9 @@ help:
 	@echo "make unit-collection - pytest tests/unit: modules, filters, roles, parsers"
 	@echo "make unit-trainer    - pytest training/tests (real torchrun runs included)"
 	@echo "make sanity          - ansible-test sanity on the built collection"
-	@echo "make integration     - end-to-end playbook runs and the Kubernetes harness tests"
+	@echo "make integration     - end-to-end playbook runs and the Kubernetes harness tests: its two streams side by side"
+	@echo "make integration-harness - the tests on the harness's control plane and its real node"
+	@echo "make integration-host - the tests on this host: torchrun, SSH, podman, a standalone CRI-O"
 	@echo "make molecule        - every Molecule scenario"
 	@echo "make docs-check      - fail when docs/collection differs from what make docs generates"
 	@echo ""
@@ -216,8 +218,21 @@ sanity: $(TARBALL) system-packages
 	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
+# Two streams side by side, each with its output whole when it ends: the tests on the harness's
+# control plane and its real node, which mostly wait on the API server, kwok and deadlines, and
+# the tests on this host (torchrun, SSH, podman, a standalone CRI-O), which mostly compute.
+# Together they take about the longer one's time instead of the sum. A new directory joins the
+# host stream unless it is listed here.
+INTEGRATION_ON_HARNESS := tests/integration/cluster tests/integration/harness tests/integration/launch \
+  tests/integration/nccl_tests tests/integration/real_node tests/integration/test_no_secrets_in_logs.py
 integration: collection harness-build trainer-image registry
-	$(PYTEST) --durations=15 tests/integration
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness integration-host
+
+integration-harness:
+	$(PYTEST) --durations=15 $(INTEGRATION_ON_HARNESS)
+
+integration-host:
+	$(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
 
 MOLECULE_SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 molecule: collection node-image harness-build

@@ -24,3 +24,29 @@ def test_make_help_lists_every_declared_target():
     listed = set(re.findall(r"^make (\S+) +- ", help_text, re.MULTILINE))
     assert "check" in listed
     assert listed == declared_targets() - {"help"}
+
+
+# The fixtures that bring the control plane up (an attribute such as Harness().real_node is not one).
+HARNESS_FIXTURES = re.compile(r"(?<![.\w])(k8s_cluster|k8s_namespace|real_node)\b")
+
+
+def test_integration_tests_that_use_the_harness_run_in_its_stream():
+    """make integration runs the harness's tests and the host's side by side: a test file that
+    asks for the control plane must be in INTEGRATION_ON_HARNESS, or two sessions would share
+    (and one would bring down) one harness."""
+    text = (REPO_ROOT / "Makefile").read_text().replace("\\\n", " ")
+    (listed,) = re.findall(r"^INTEGRATION_ON_HARNESS :=(.*)$", text, re.MULTILINE)
+    on_harness = [REPO_ROOT / path for path in listed.split()]
+    assert all(path.exists() for path in on_harness), listed
+    integration = REPO_ROOT / "tests" / "integration"
+    users = {
+        path
+        for path in integration.rglob("*.py")
+        if path.name.startswith(("test_", "conftest")) and HARNESS_FIXTURES.search(path.read_text())
+    }
+    outside = sorted(
+        str(path.relative_to(REPO_ROOT))
+        for path in users
+        if path != integration / "conftest.py" and not any(path.is_relative_to(root) for root in on_harness)
+    )
+    assert users and outside == []
