@@ -50,3 +50,20 @@ def test_amp_off_measures_the_two_fp32_loops(cpu_env):
     assert set(summary["images_per_s"]) == {"reference", "trainer_fp32"}
     assert summary["trainer"] == "trainer_fp32"
     assert summary["amp_dtype"] is None
+
+
+def test_the_reference_with_its_own_amp_is_measured_beside_the_fp32_pair(cpu_env):
+    """On CUDA the reference's --amp is measured by default; --reference-amp on runs the same
+    loop (autocast and a GradScaler) here, in the trainer's bf16."""
+    summary = run_benchmark(cpu_env, "--amp", "bf16", "--reference-amp", "on")
+    loops = {"reference", "reference_amp", "trainer_fp32", "trainer_amp"}
+    assert set(summary["images_per_s"]) == loops
+    losses = summary["mean_epoch_loss"]
+    assert abs(losses["reference_amp"] - losses["reference"]) < 0.05 * losses["reference"], losses
+    rates = summary["images_per_s"]
+    assert summary["trainer"] in ("trainer_fp32", "trainer_amp")
+    assert summary["ratio_vs_reference_amp"] == pytest.approx(
+        rates[summary["trainer"]] / rates["reference_amp"], rel=0.01
+    )
+    # Without it, on a CPU, the fp32 pair only.
+    assert run_benchmark(cpu_env, "--amp", "off")["ratio_vs_reference_amp"] is None
