@@ -2,10 +2,8 @@
 
 Each role runs three times against the test harness's real kube-apiserver (started if it is
 not up): the first converge, a second run that must change nothing, then `state: absent` to
-clean up. The figures, measured in the same invocation: the second run's time as a share of
-the first (aim: under a third) and, for training_namespace, against `kubectl apply
---server-side` of the same objects with the same field manager, also a no-op (aim: at most
-1.5 times). Prints JSON.
+clean up. The figure is the second run's time as a share of the first, measured in the same
+invocation (aim: under a third). Prints JSON.
 
     .venv/bin/python benchmarks/faults/converge.py [--roles training_namespace,...] [--out FILE]
 """
@@ -18,7 +16,6 @@ import os
 import pathlib
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,11 +24,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 for path in ("tests/harness", "tests/integration"):
     sys.path.insert(0, str(REPO / path))
 
-import yaml  # noqa: E402
 from k8s_harness import Harness  # noqa: E402
 from playbook_runner import run_role_locally  # noqa: E402
-
-DEV_COLLECTIONS = REPO / ".build" / "dev-collections"
 
 
 def training_namespace_vars(kubeconfig, suffix, _workdir):
@@ -93,64 +87,18 @@ def timed_run(role, variables):
     return seconds, changed
 
 
-def training_namespace_objects(variables):
-    """The objects the role applies for these variables, built by the collection's own code."""
-    sys.path.insert(0, str(DEV_COLLECTIONS))
-    from ansible_collections.gpuops.training.plugins.module_utils.training_namespace import (
-        PREFIX,
-        namespace_objects,
-    )
-
-    defaults = yaml.safe_load((REPO / "roles/training_namespace/defaults/main.yml").read_text())
-    merged = {**defaults, **variables}
-    return namespace_objects({key[len(PREFIX) :]: value for key, value in merged.items()})
-
-
-def kubectl_apply_seconds(harness, objects, field_manager, workdir):
-    """`kubectl apply --server-side` of the objects, timed; fails unless every one is unchanged."""
-    manifest = pathlib.Path(workdir) / "objects.yaml"
-    manifest.write_text(yaml.safe_dump_all(objects))
-    command = [str(harness.binary("kubectl")), "apply", "--server-side", "--field-manager", field_manager]
-    started = time.perf_counter()
-    run = subprocess.run(
-        [*command, "-f", str(manifest)],
-        env=harness.kubectl_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    seconds = time.perf_counter() - started
-    lines = run.stdout.splitlines()
-    applied = len(lines) == len(objects) and all("serverside-applied" in line for line in lines)
-    if run.returncode != 0 or not applied:
-        raise SystemExit("kubectl apply --server-side failed:\n%s%s" % (run.stdout, run.stderr))
-    return seconds
-
-
-def measure(role, harness, workdir):
-    variables = ROLES[role](str(harness.kubeconfig), secrets.token_hex(3), workdir)
+def measure(role, kubeconfig, workdir):
+    variables = ROLES[role](kubeconfig, secrets.token_hex(3), workdir)
     first_s, first_changed = timed_run(role, variables)
     second_s, second_changed = timed_run(role, variables)
-    result = {
+    timed_run(role, dict(variables, **{role + "_state": "absent"}))
+    return {
         "first_converge_s": round(first_s, 2),
         "first_changed": first_changed,
         "second_run_s": round(second_s, 2),
         "second_changed": second_changed,
         "second_to_first": round(second_s / first_s, 3),
     }
-    if role == "training_namespace":
-        objects = training_namespace_objects(variables)
-        kubectl_s = kubectl_apply_seconds(harness, objects, "gpuops-training", workdir)
-        # Still a no-op for the role: kubectl took nothing over.
-        _again_s, again_changed = timed_run(role, variables)
-        result.update(
-            objects=len(objects),
-            kubectl_apply_s=round(kubectl_s, 2),
-            second_to_kubectl=round(second_s / kubectl_s, 2),
-            changed_after_kubectl=again_changed,
-        )
-    timed_run(role, dict(variables, **{role + "_state": "absent"}))
-    return result
 
 
 def main(argv=None):
@@ -162,19 +110,18 @@ def main(argv=None):
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
         parser.error("--roles: unknown %s; choose from %s" % (", ".join(unknown), ", ".join(ROLES)))
-    if not (DEV_COLLECTIONS / "ansible_collections/gpuops/training").exists():
+    if not (REPO / ".build/dev-collections/ansible_collections/gpuops/training").exists():
         raise SystemExit("run `make collection` (or the tests) first: .build/dev-collections is missing")
     harness = Harness()
     harness.up()
     with tempfile.TemporaryDirectory(prefix="converge-bench-") as workdir:
-        results = {role: measure(role, harness, workdir) for role in roles}
+        results = {role: measure(role, str(harness.kubeconfig), workdir) for role in roles}
     summary = {
         "roles": results,
         "aim": "second_to_first < 0.333",
         "roles_meeting_aim": sorted(
             role for role, result in results.items() if result["second_to_first"] < 1 / 3
         ),
-        "kubectl_aim": "second_to_kubectl <= 1.5",
         "load_average": [round(value, 2) for value in os.getloadavg()],
     }
     text = json.dumps(summary, indent=2)
