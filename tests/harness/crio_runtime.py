@@ -131,13 +131,16 @@ class CrioRuntime:
 
     # ---- configuration ----------------------------------------------------
 
+    @property
+    def originals_dir(self) -> Path:
+        """Where crio_limits keeps the node's own files it replaced (the role's default
+        crio_limits_original_dir, beside the drop-in directory)."""
+        return self.config_dir.with_name(self.config_dir.name + ".gpuops-originals")
+
     def write_configuration(self, clamp_oom_score_adj: bool) -> None:
         """A fresh runtime: its main configuration, and no drop-in (nor any copy a role kept of
         one) from an earlier start, so every test begins where a new node does."""
-        for leftover in (
-            self.config_dir,
-            self.config_dir.with_name(self.config_dir.name + ".gpuops-originals"),
-        ):
+        for leftover in (self.config_dir, self.originals_dir):
             shutil.rmtree(leftover, ignore_errors=True)
         for directory in (
             self.config_dir,

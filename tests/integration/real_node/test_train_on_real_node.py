@@ -203,8 +203,9 @@ def test_a_worker_killed_on_the_node_restarts_under_exit_code_and_resumes_withou
         first, second = list(volume.glob("*/metrics/rank0.jsonl")), list(volume.glob("*/metrics/rank1.jsonl"))
         checkpoints = [r for r in records(first[0]) if r["event"] == "checkpoint"] if first else []
         steps = [r["step"] for r in records(second[0]) if r["event"] == "step"] if second else []
-        if checkpoints and steps and max(steps) > checkpoints[0]["step"] and worker_pid(1):
-            killed = worker_pid(1)
+        pid = worker_pid(1) if checkpoints and steps and max(steps) > checkpoints[0]["step"] else None
+        if pid:
+            killed = pid
             os.kill(killed, signal.SIGKILL)
             break
         assert play.is_alive(), outcome

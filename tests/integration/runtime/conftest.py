@@ -122,11 +122,7 @@ class TestCrio:
         """No drop-in, the daemon at 64 KiB soft: CRI-O as a fresh node has it."""
         for path in sorted(self.runtime.config_dir.rglob("*"), reverse=True):
             path.rmdir() if path.is_dir() else path.unlink()
-        keep_dir = Path(f"{self.runtime.config_dir}.gpuops-originals")
-        if keep_dir.exists():
-            for path in keep_dir.iterdir():
-                path.unlink()
-            keep_dir.rmdir()
+        shutil.rmtree(self.runtime.originals_dir, ignore_errors=True)
         self.service("restart", self.daemon_memlock)
 
     def role_variables(self, **variables) -> dict:

@@ -81,7 +81,7 @@ def test_a_limit_above_the_hosts_hard_limit_is_taken_back_and_named(fresh_crio, 
     crio = fresh_crio
     ceiling = crio.ceiling
     dropin = crio.runtime.config_dir / "99-ulimits.conf"
-    keep_dir = pathlib.Path("%s.gpuops-originals" % crio.runtime.config_dir)
+    keep_dir = crio.runtime.originals_dir
     if previous == "the-roles-own-drop-in":
         run = run_crio_limits(crio, crio_limits_ulimits=["memlock=%d:%d" % (ceiling, ceiling)])
         assert run.rc == 0, run
