@@ -311,8 +311,11 @@ class HarnessConfig:
         """Settings from GPUOPS_* variables; defaults suit a developer machine and CI."""
         cache_root = Path(os.environ.get("GPUOPS_CACHE_DIR") or Path.home() / ".cache" / "gpuops-training")
         state_dir = Path(os.environ.get("GPUOPS_HARNESS_DIR") or REPO_ROOT / ".harness")
+        # An offset moves every default at once, so a second harness (Molecule's, beside the
+        # integration tests' one) needs one variable; a port named on its own still wins.
+        offset = env_int("GPUOPS_HARNESS_PORT_OFFSET", 0)
         ports = {
-            name: env_int("GPUOPS_HARNESS_PORT_" + name.upper().replace("-", "_"), default)
+            name: env_int("GPUOPS_HARNESS_PORT_" + name.upper().replace("-", "_"), default + offset)
             for name, default in DEFAULT_PORTS.items()
         }
         node_count = env_int("GPUOPS_HARNESS_GPU_NODES", 2)

@@ -50,3 +50,21 @@ def test_integration_tests_that_use_the_harness_run_in_its_stream():
         if path != integration / "conftest.py" and not any(path.is_relative_to(root) for root in on_harness)
     )
     assert users and outside == []
+
+
+def test_molecule_runs_harness_smoke_first_then_node_scenarios_then_those_on_the_shared_harness():
+    import importlib.util
+
+    script = REPO_ROOT / "tests" / "tools" / "run_molecule.py"
+    spec = importlib.util.spec_from_file_location("run_molecule", script)
+    run_molecule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_molecule)
+    scenarios = run_molecule.ordered(run_molecule.all_scenarios())
+    assert scenarios[0] == "harness_smoke"
+    on_harness = [name for name in scenarios if run_molecule.uses_harness(name)]
+    node_only = [name for name in scenarios if not run_molecule.uses_harness(name)]
+    assert {"crio_limits", "containerd_limits"} <= set(node_only) and "training_operator" in on_harness
+    # Once the shared harness is up, no node scenario waits behind it.
+    shared = [name for name in on_harness if name != "harness_smoke"]
+    assert scenarios == ["harness_smoke", *node_only, *shared]
+    assert run_molecule.main(["no_such_scenario"]) == 2

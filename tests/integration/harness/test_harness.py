@@ -401,3 +401,13 @@ def test_a_busy_port_is_reported_clearly(tmp_path: Path):
         config.ports = {**DEFAULT_PORTS, "kube-apiserver": busy_port}
         with pytest.raises(HarnessError, match=rf"kube-apiserver port {busy_port}.*GPUOPS_HARNESS_PORT_"):
             Harness(config)._check_ports_free()
+
+
+def test_a_port_offset_moves_every_default_and_a_named_port_still_wins(monkeypatch):
+    monkeypatch.setenv("GPUOPS_HARNESS_PORT_OFFSET", "300")
+    monkeypatch.setenv("GPUOPS_HARNESS_PORT_KWOK", "23456")
+    ports = HarnessConfig.from_environment().ports
+    assert ports == {**{name: port + 300 for name, port in DEFAULT_PORTS.items()}, "kwok": 23456}
+    monkeypatch.setenv("GPUOPS_HARNESS_PORT_OFFSET", "many")
+    with pytest.raises(HarnessError, match="GPUOPS_HARNESS_PORT_OFFSET='many' is not an integer"):
+        HarnessConfig.from_environment()
