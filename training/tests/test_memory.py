@@ -1,11 +1,14 @@
-"""The memory sampler on fake /proc and /sys/fs/cgroup trees."""
+"""The memory sampler on fake /proc and /sys/fs/cgroup trees, and a short single-process
+run's memory records."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import read_records
 
 from gpuops_trainer.memory import MemorySampler
+from gpuops_trainer.train import main
 
 MiB = 1 << 20
 STATUS = "Name:\tpython\nVmPeak:\t  900000 kB\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n"
@@ -185,3 +188,36 @@ def test_this_process_on_this_machine():
     sample = MemorySampler(torch.device("cpu")).sample()
     assert sample["rss_bytes"] > 0 and sample["rss_peak_bytes"] >= sample["rss_bytes"]
     assert set(sample) == {"rss_bytes", "rss_peak_bytes"} | CGROUP_KEYS | CUDA_KEYS
+
+
+TINY = [
+    "--model", "retinanet_resnet18_fpn", "--image-size", "32", "--min-size", "32",
+    "--max-size", "32", "--synthetic-images", "4", "--synthetic-val-images", "2",
+    "--workers", "0", "--threads", "1", "--batch-size", "2", "--print-freq", "1",
+]  # fmt: skip
+
+
+def test_a_run_records_memory_at_steps_and_around_each_spike(tmp_path, monkeypatch):
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["--output-dir", str(tmp_path), *TINY, "--epochs", "2", "--eval-every-epochs", "1",
+            "--checkpoint-every-steps", "1"]  # fmt: skip
+    assert main(argv) == 0
+    records = read_records(tmp_path / "metrics" / "rank0.jsonl")
+    (start,) = [r for r in records if r["event"] == "run_start"]
+    assert "memory_cgroup" in start and start["memory_cgroup_version"] in (None, 1, 2)
+    # Epoch e (2 steps): loader start, a mid-epoch checkpoint after step 1, the epoch's end and
+    # its checkpoint, then the evaluation.
+    per_epoch = [
+        "loader_start", "checkpoint_write_before", "checkpoint_write_after", "epoch_end",
+        "checkpoint_write_before", "checkpoint_write_after", "eval_after",
+    ]  # fmt: skip
+    memory = [r for r in records if r["event"] == "memory"]
+    assert [r["phase"] for r in memory] == ["start", *per_epoch, *per_epoch]
+    ends = [(r["epoch"], r["step"]) for r in memory if r["phase"] == "epoch_end"]
+    assert ends == [(0, 2), (1, 4)]
+    steps = [r for r in records if r["event"] == "step"]
+    assert len(steps) == 4
+    for record in [*memory, *steps]:
+        assert record["memory"]["rss_bytes"] > 0, record
+        assert set(CUDA_KEYS) <= set(record["memory"])
