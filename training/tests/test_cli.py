@@ -55,6 +55,8 @@ def test_unknown_model_exits_2_naming_the_option_and_choices(tmp_path, cpu_env):
         (["--amp-dtype", "fp8"], "--amp-dtype"),
         (["--grad-accum-steps", "0"], "--grad-accum-steps"),
         (["--dist-timeout-s", "0"], "--dist-timeout-s"),
+        (["--leak-mib-per-epoch", "lots"], "--leak-mib-per-epoch"),
+        (["--leak-mib-per-epoch", "1@"], "--leak-mib-per-epoch"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(capsys, tmp_path, argv, option):

@@ -1,5 +1,5 @@
-"""The memory sampler on fake /proc and /sys/fs/cgroup trees, and a short single-process
-run's memory records."""
+"""The memory sampler on fake /proc and /sys/fs/cgroup trees, the leak hook, and a short
+single-process run's memory records."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import pytest
 import torch
 from conftest import read_records
 
+from gpuops_trainer.errors import ConfigError
+from gpuops_trainer.faults import HostMemoryLeak, LeakSpec, parse_leak
 from gpuops_trainer.memory import MemorySampler
 from gpuops_trainer.train import main
 
@@ -188,6 +190,26 @@ def test_this_process_on_this_machine():
     sample = MemorySampler(torch.device("cpu")).sample()
     assert sample["rss_bytes"] > 0 and sample["rss_peak_bytes"] >= sample["rss_bytes"]
     assert set(sample) == {"rss_bytes", "rss_peak_bytes"} | CGROUP_KEYS | CUDA_KEYS
+
+
+def test_parse_leak():
+    assert parse_leak("64") == LeakSpec(mib=64, rank=None)
+    assert parse_leak("1@32") == LeakSpec(mib=32, rank=1)
+    for bad in ("", "x", "1@", "@3", "-5", "1@2@3", "1.5"):
+        with pytest.raises(ConfigError, match="--leak-mib-per-epoch"):
+            parse_leak(bad)
+
+
+def test_the_leak_hook_makes_this_rank_resident_and_no_other():
+    sampler = MemorySampler()
+    leak = HostMemoryLeak(LeakSpec(mib=32, rank=0), rank=0)
+    before = sampler.sample()["rss_bytes"]
+    leak.grow()
+    grown = sampler.sample()["rss_bytes"] - before
+    assert 30 * MiB <= grown <= 40 * MiB, grown / MiB
+    other = HostMemoryLeak(LeakSpec(mib=32, rank=0), rank=1)
+    other.grow()
+    assert other.kept == [] and HostMemoryLeak(None, rank=0).mib == 0
 
 
 TINY = [

@@ -52,7 +52,7 @@ from .errors import (
     peer_lost,
 )
 from .evaluate import evaluate
-from .faults import parse_fault
+from .faults import HostMemoryLeak, parse_fault, parse_leak
 from .limits import memlock_limits
 from .lr import build_lr_scheduler
 from .memory import MemorySampler, emit_memory
@@ -401,6 +401,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         )
     attempt = restart_attempt()
     fault = parse_fault(args.inject_fault) if args.inject_fault else None
+    leak_spec = parse_leak(args.leak_mib_per_epoch) if args.leak_mib_per_epoch else None
+    leak = HostMemoryLeak(leak_spec, dist_info.rank)  # a test hook: off unless asked for
     memory = MemorySampler(device)
     amp_dtype = AMP_DTYPES[args.amp_dtype] if args.amp else None
 
@@ -511,6 +513,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         state.epoch = epoch
         sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every rank
         batch_sampler.skip = state.epoch_batches  # batches a mid-epoch checkpoint already did
+        leak.grow()
         memory.reset_peaks()  # each epoch's samples show that epoch's GPU peaks
         result = train_one_epoch(
             model,
