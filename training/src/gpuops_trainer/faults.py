@@ -15,6 +15,7 @@ proven on a real run, next to a healthy rank.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import signal
@@ -79,10 +80,15 @@ class HostMemoryLeak:
     def __init__(self, spec: LeakSpec | None, rank: int) -> None:
         chosen = spec is not None and spec.rank in (None, rank)
         self.mib = spec.mib if chosen else 0
-        self.kept: list[bytes] = []
+        self.kept: list[mmap.mmap] = []
 
     def grow(self) -> None:
-        if self.mib:
-            # A repeated byte is written into every page, so the pages become resident (RSS),
-            # not merely reserved as a zeroed allocation's can stay.
-            self.kept.append(b"\xa5" * (self.mib << 20))
+        if not self.mib:
+            return
+        # A mapping of its own, with a byte written into each page: new resident memory every
+        # time. A malloc'd buffer can land on free memory the allocator already holds resident
+        # (after torch freed tensors), and then no RSS grows.
+        size = self.mib << 20
+        leaked = mmap.mmap(-1, size)
+        leaked[:: mmap.PAGESIZE] = b"\xa5" * (size // mmap.PAGESIZE)
+        self.kept.append(leaked)
