@@ -143,7 +143,7 @@ def test_every_rank_reports_start_steps_epochs_and_end(trained):
 
 
 MiB = 1 << 20
-LEAK_MIB, LEAK_EPOCHS = 64, 5  # --leak-mib-per-epoch on rank 1 of a 5-epoch run
+LEAK_MIB, LEAK_EPOCHS = 64, 6  # --leak-mib-per-epoch on rank 1 of a 6-epoch run
 # Memory phases each rank records, in order: rank 0 writes a checkpoint at every epoch's end.
 EPOCH_PHASES = {
     0: ["loader_start", "epoch_end", "checkpoint_write_before", "checkpoint_write_after"],
@@ -316,11 +316,13 @@ def test_the_leak_hook_grows_the_leaking_ranks_per_epoch_minimum_and_no_other(en
     print(f"per-epoch minimum RSS, MiB: rank 1 (leaking) {[m // MiB for m in leaking]}, "
           f"rank 0 {[m // MiB for m in healthy]}")  # fmt: skip
     assert len(leaking) == len(healthy) == LEAK_EPOCHS
-    # After the first epoch (which warms up), every epoch's minimum is about LEAK_MIB higher.
+    # From the second epoch on (the first warms up) the minimum climbs by LEAK_MIB an epoch,
+    # give or take what the allocator keeps or returns (up to 10 MiB an epoch, measured).
     steps = [
         (later - earlier) / MiB for earlier, later in zip(leaking[1:-1], leaking[2:], strict=True)
     ]
-    assert all(0.9 * LEAK_MIB < step < 1.25 * LEAK_MIB for step in steps), steps
+    assert all(step > LEAK_MIB / 2 for step in steps), steps
+    assert 0.85 * LEAK_MIB < growth_mib_per_epoch(leaking) < 1.15 * LEAK_MIB, steps
     assert abs(growth_mib_per_epoch(healthy)) < LEAK_MIB / 8
 
 
