@@ -351,8 +351,8 @@ def _recommendation(run, training, ranks, options):
             peak = sum(row["rss_peak_bytes"] for row in rows)
         if best is None or peak > best[2]:
             best = (host, rows, peak, median)
-    if best is None:
-        return None
+    if best is None or best[2] <= 0:
+        return None  # nothing measured to size from (a cgroup whose working set read 0)
     host, rows, peak, median = best
     shm, shm_note = (
         (None, None) if container_cgroup else _loader_shm(options.get("loader"), len(rows), training)

@@ -207,6 +207,15 @@ def test_a_healthy_run_has_no_warning():
     assert summary["memory"]["leaks"] == [] and summary["warnings"] == []
 
 
+def test_figures_of_zero_give_no_recommendation_rather_than_an_error():
+    result = training(rank_lines(0, host="pod-0", cgroup_mib=3000))
+    for quantity in result["ranks"][0]["memory"]["quantities"].values():
+        quantity.update(median_bytes=0, peak_bytes=0)  # a cgroup and a /proc that read 0
+    memory = run_summary(POD_RUN, result, NO_NCCL)["memory"]
+    assert memory["recommendation"] is None
+    assert (memory["ranks"][0]["request"], memory["ranks"][0]["limit"]) == (None, None)
+
+
 def test_a_run_without_memory_records_has_no_rows_and_no_recommendation():
     result = training([json.dumps({"schema": SCHEMA, "event": "run_start", "rank": 0, "world_size": 1})])
     memory = run_summary(LOCAL_RUN, result, NO_NCCL)["memory"]
