@@ -41,6 +41,7 @@ from gpuops_trainer.data import SyntheticDetection, collate_lists
 from gpuops_trainer.distributed import DistInfo
 from gpuops_trainer.engine import LoopOptions, TrainState, train_one_epoch
 from gpuops_trainer.lr import build_lr_scheduler
+from gpuops_trainer.memory import MemorySampler
 from gpuops_trainer.metrics import MetricsWriter
 from gpuops_trainer.models import build_model
 from gpuops_trainer.options import AMP_DTYPES, parse_args
@@ -157,6 +158,17 @@ def amp_dtype_for(device):
     return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None
 
 
+def memory_sample_us(sampler, batches=7, samples=200):
+    """Median wall time of one memory sample, in microseconds (system calls are most of it)."""
+    times = []
+    for _batch in range(batches):
+        started = time.perf_counter()
+        for _sample in range(samples):
+            sampler.sample()
+        times.append((time.perf_counter() - started) / samples * 1e6)
+    return statistics.median(times)
+
+
 def parse_cli(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="retinanet_resnet18_fpn")
@@ -222,9 +234,12 @@ def main(argv=None) -> int:
     dist_info = DistInfo(0, 0, 1, None, device)
     sampler, _batches, trainer_loader = build_train_loader(dataset, trainer_args, dist_info)
     metrics = MetricsWriter(None, 0, 0, 1, stream=io.StringIO())
+    # The trainer samples its memory as it does in a run: at each epoch's first batch and in
+    # every step record (--print-freq).
+    memory = MemorySampler(device)
     options = LoopOptions(
         num_classes=dataset.num_classes, print_freq=cli.print_freq,
-        clip_grad_norm=cli.clip_grad_norm, nonfinite_limit=10, rank=0, attempt=0,
+        clip_grad_norm=cli.clip_grad_norm, nonfinite_limit=10, rank=0, attempt=0, memory=memory,
     )  # fmt: skip
     # The reference: RandomSampler + BatchSampler, as its script builds them on one GPU.
     reference_loader = DataLoader(
@@ -315,6 +330,10 @@ def main(argv=None) -> int:
     medians = {name: statistics.median(values) for name, values in rates.items()}
     wall_medians = {name: statistics.median(values) for name, values in wall_rates.items()}
     best_trainer = max((name for name in medians if name.startswith("trainer")), key=medians.get)
+    sample_us = memory_sample_us(memory)
+    # One sample per step is the most a run takes (--print-freq 1); its share of a step of the
+    # fastest trainer loop is the sampling's whole cost, far below these loops' noise.
+    step_us = cli.batch_size / wall_medians[best_trainer] * 1e6
     summary = {
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device)
@@ -344,6 +363,8 @@ def main(argv=None) -> int:
         "ratio_vs_reference_amp": round(medians[best_trainer] / medians["reference_amp"], 4)
         if "reference_amp" in medians
         else None,
+        "memory_sample_us": round(sample_us, 1),
+        "memory_sample_share_of_step": float(f"{sample_us / step_us:.3g}"),
         "per_round_ratios": {
             name: [round(t / r, 4) for t, r in zip(rates[name], rates["reference"], strict=True)]
             for name in rates

@@ -15,6 +15,14 @@ description:
     of M(gpuops.training.training_log_info) and M(gpuops.training.nccl_log_info) into the
     summary written to C(summary.json).
   - The C(verdict) is C(passed) only when no check failed and the launcher exited with 0.
+  - Its C(memory) section has each rank's memory (median, peak and the phase of the peak), the memory
+    request and limit for one container of the next run (request the median, limit the peak plus
+    O(memory.buffer_percent)), and warnings - a rank whose peak came within O(memory.limit_margin_percent)
+    of its cgroup limit (naming the phase), each suspected leak - which also appear in C(warnings); with
+    O(memory.leak_fails) a suspected leak is a failure instead.
+  - The recommendation is for the busiest host or pod; on a cluster launcher it comes from the pod's
+    memory cgroup working set when the ranks report it, else from the ranks' resident sets summed plus
+    C(/dev/shm) for the DataLoader workers (sized as the P(gpuops.training.shm_size#filter) filter does).
 options:
   _input:
     description: The launcher's run record (run_id, run_dir, world_size, rc, timed_out, log_paths).
@@ -28,17 +36,58 @@ options:
     description: Registered result of M(gpuops.training.nccl_log_info).
     type: dict
     required: true
+  memory:
+    description: How the memory section sizes the next run and what it warns about.
+    type: dict
+    default: {}
+    suboptions:
+      buffer_percent:
+        description: Percent added to the peak for the recommended limit.
+        type: float
+        default: 10
+      limit_margin_percent:
+        description: Warn when a rank's peak came within this percent of its memory cgroup's limit.
+        type: float
+        default: 10
+      leak_fails:
+        description: A suspected memory leak fails the verdict instead of being a warning.
+        type: bool
+        default: false
+      loader:
+        description:
+          - The run's DataLoader, for the C(/dev/shm) part of a recommendation made from resident sets -
+            C(workers) (per rank), C(batch_size) and C(sample_bytes) (one decoded sample). Left out, no
+            C(/dev/shm) is added.
+        type: dict
 """
 
 EXAMPLES = r"""
 - name: Build the summary of a verified run
   ansible.builtin.set_fact:
     summary: "{{ training_job_result | gpuops.training.run_summary(training, nccl) }}"
+
+- name: The same, with a 20 percent memory buffer, leaks failing, and the loader's /dev/shm
+  ansible.builtin.set_fact:
+    summary: >-
+      {{ training_job_result | gpuops.training.run_summary(training, nccl, memory={
+           'buffer_percent': 20, 'leak_fails': true,
+           'loader': {'workers': 4, 'batch_size': 2, 'sample_bytes': 7680000}}) }}
+
+- name: Show the recommendation
+  ansible.builtin.debug:
+    msg: "{{ summary.memory.recommendation.statement }}"
 """
 
 RETURN = r"""
 _value:
-  description: The summary (schema C(gpuops.run-summary/v1)) with C(verdict), C(failures), per-rank rows, loss, throughput, checkpoints and an NCCL statement.
+  description:
+    - The summary (schema C(gpuops.run-summary/v1)) with C(verdict), C(failures), C(warnings), per-rank rows,
+      loss, throughput, checkpoints, an NCCL statement and C(memory).
+    - C(memory) has C(ranks) (per rank C(rss_median_bytes), C(rss_peak_bytes), C(rss_peak_phase),
+      C(rss_peak_epoch), C(rss_peak_step), the cgroup working set's and the GPU's figures, and the C(request)
+      and C(limit) its own resident set asks for), C(recommendation) (C(basis), C(host), C(ranks),
+      C(median_bytes), C(peak_bytes), C(shm_bytes), C(request), C(limit), C(qos), C(resources) and a
+      C(statement); null when no rank reported memory), C(leaks) and C(warnings).
   type: dict
 """
 
@@ -47,12 +96,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.training.plugins.module_utils.run_report import build_run_summary
 
 
-def run_summary(run, training, nccl):
-    for name, value in (("the input", run), ("training", training), ("nccl", nccl)):
+def run_summary(run, training, nccl, memory=None):
+    for name, value in (("the input", run), ("training", training), ("nccl", nccl), ("memory", memory or {})):
         if not isinstance(value, dict):
             raise AnsibleFilterError("run_summary: %s must be a dict, got %s" % (name, type(value).__name__))
+    memory = _memory_options(memory or {})
     try:
-        return build_run_summary(run, training, nccl)
+        return build_run_summary(run, training, nccl, memory)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as error:
         # A field of another type than the launcher's record or the modules' results have.
         raise AnsibleFilterError(
@@ -60,6 +110,50 @@ def run_summary(run, training, nccl):
             "registered results of training_log_info and nccl_log_info; a field has another shape: %s: %s"
             % (type(error).__name__, error)
         ) from error
+
+
+def _memory_options(memory):
+    """The memory options, checked: each message names the option and what it takes."""
+    unknown = sorted(set(memory) - set(MEMORY_OPTIONS))
+    if unknown:
+        raise AnsibleFilterError(
+            "run_summary: memory takes %s, got %s" % (", ".join(MEMORY_OPTIONS), ", ".join(map(str, unknown)))
+        )
+    options = {}
+    for name in ("buffer_percent", "limit_margin_percent"):
+        value = memory.get(name)
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if isinstance(value, bool) or not (0 <= number < 100 or (name == "buffer_percent" and number >= 0)):
+            raise AnsibleFilterError(
+                "run_summary: memory.%s must be a number of percent%s, got %r"
+                % (name, " of at least 0" if name == "buffer_percent" else " from 0 to below 100", value)
+            )
+        options[name] = number
+    leak_fails = memory.get("leak_fails")
+    if leak_fails is not None:
+        text = str(leak_fails).strip().lower()
+        if text not in ("true", "false", "yes", "no", "1", "0"):
+            raise AnsibleFilterError(
+                "run_summary: memory.leak_fails must be true or false, got %r" % (leak_fails,)
+            )
+        options["leak_fails"] = text in ("true", "yes", "1")
+    loader = memory.get("loader")
+    if loader is not None:
+        if not isinstance(loader, dict):
+            raise AnsibleFilterError(
+                "run_summary: memory.loader must be a dict with workers, batch_size and sample_bytes, got %r"
+                % (loader,)
+            )
+        options["loader"] = loader
+    return options
+
+
+MEMORY_OPTIONS = ("buffer_percent", "limit_margin_percent", "leak_fails", "loader")
 
 
 class FilterModule:

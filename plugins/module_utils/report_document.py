@@ -91,6 +91,7 @@ def overview_rows(summary):
         ),  # fmt: skip
         ("Restarts", _text(summary.get("restarts", 0))),
         ("Locked memory", _memlock_text(summary.get("memlock") or {})),
+        ("Memory, next run", _recommendation_text((summary.get("memory") or {}).get("recommendation"))),
         ("NCCL", _text((summary.get("nccl") or {}).get("statement"))),
     ]
     return rows
@@ -110,9 +111,63 @@ def _memlock_text(memlock):
     )
 
 
+def _recommendation_text(recommendation):
+    if not recommendation:
+        return "no memory samples in the metrics"
+    return recommendation.get("statement") or "request %s, limit %s" % (
+        recommendation.get("request"),
+        recommendation.get("limit"),
+    )
+
+
+def _mib(value):
+    return format_bytes(value, "Mi") if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def _where(row, prefix):
+    phase = row.get(prefix + "_phase")
+    if not phase:
+        return "-"
+    return "%s (epoch %s, step %s)" % (
+        phase,
+        _text(row.get(prefix + "_epoch")),
+        _text(row.get(prefix + "_step")),
+    )
+
+
+MEMORY_COLUMNS = ("rank", "host", "RSS median", "RSS peak", "peak phase", "cgroup working set peak",
+                  "cgroup limit", "GPU reserved peak", "request", "limit")  # fmt: skip
+
+
+def memory_rows(summary):
+    """One row of cells per rank: its resident set (median, peak, where the peak was), the
+    cgroup's and the GPU's peaks, and the request and limit its own resident set asks for."""
+    rows = []
+    for row in (summary.get("memory") or {}).get("ranks") or []:
+        rows.append(
+            [
+                _text(row.get("rank")),
+                _text(row.get("host")),
+                _mib(row.get("rss_median_bytes")),
+                _mib(row.get("rss_peak_bytes")),
+                _where(row, "rss_peak"),
+                _mib(row.get("working_set_peak_bytes")),
+                _mib(row.get("cgroup_limit_bytes")),
+                _mib(row.get("gpu_reserved_peak_bytes")),
+                _text(row.get("request")),
+                _text(row.get("limit")),
+            ]
+        )
+    return rows
+
+
 def warnings_with_remedies(summary):
-    """Each NCCL problem the logs show, with what to do about it."""
-    return [
+    """Each NCCL problem the logs show, and each memory warning, with what to do about it."""
+    memory = [
+        {"what": warning.get("what"), "remedy": warning.get("remedy") or "", "lines": []}
+        for warning in (summary.get("memory") or {}).get("warnings") or []
+    ]
+    return memory + [
         {
             "what": "%s (%s time%s)"
             % (error.get("message"), error.get("count") or 1, "" if (error.get("count") or 1) == 1 else "s"),
@@ -225,6 +280,17 @@ def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
             "| " + " | ".join(_md_escape(_cell(row, key, digits)) for _t, key, digits in RANK_COLUMNS) + " |"
         )
     out.append("")
+    memory = memory_rows(summary)
+    if memory:
+        out += ["## Memory", ""]
+        out.append("| " + " | ".join(MEMORY_COLUMNS) + " |")
+        out.append(
+            "|"
+            + "|".join("---" if title in ("host", "peak phase") else "---:" for title in MEMORY_COLUMNS)
+            + "|"
+        )
+        out += ["| " + " | ".join(_md_escape(cell) for cell in row) + " |" for row in memory]
+        out += ["", _md_escape(_recommendation_text(summary["memory"].get("recommendation"))), ""]
     epochs = summary.get("epochs") or []
     if epochs:
         out += ["## Epochs", "", "| epoch | ranks | mean loss | median loss | images/s (all ranks) |",
@@ -300,6 +366,21 @@ def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
             cells.append("<td%s>%s</td>" % (css, esc(_cell(row, key, digits))))
         out.append("<tr>%s</tr>" % "".join(cells))
     out.append("</table>")
+    memory = memory_rows(summary)
+    if memory:
+        out.append(
+            "<h2>Memory</h2><table><tr>%s</tr>" % "".join("<th>%s</th>" % esc(t) for t in MEMORY_COLUMNS)
+        )
+        for row in memory:
+            out.append(
+                "<tr>%s</tr>"
+                % "".join(
+                    "<td%s>%s</td>" % ("" if title in ("host", "peak phase") else ' class="num"', esc(cell))
+                    for title, cell in zip(MEMORY_COLUMNS, row, strict=True)
+                )
+            )
+        out.append("</table>")
+        out.append("<p>%s</p>" % esc(_recommendation_text(summary["memory"].get("recommendation"))))
     epochs = summary.get("epochs") or []
     if epochs:
         out.append("<h2>Epochs</h2><table><tr><th>epoch</th><th>ranks</th><th>mean loss</th>"

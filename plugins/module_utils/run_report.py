@@ -4,7 +4,28 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
+    DEFAULT_NCCL_PER_GPU,
+    SizingError,
+    shm_bytes,
+    size_memory,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
+    DEFAULT_LEAK_TOLERANCE_MIB,
+    describe_memory_leak,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.training_settings import CLUSTER_LAUNCHERS
+
 SUMMARY_SCHEMA = "gpuops.run-summary/v1"
+# How the memory section sizes the next run and when it warns (the training_verify role's
+# training_verify_memory_* variables).
+DEFAULT_MEMORY_OPTIONS = {
+    "buffer_percent": 10,  # the limit: the peak plus this
+    "limit_margin_percent": 10,  # warn when a rank's peak came within this of its cgroup limit
+    "leak_fails": False,  # a suspected leak fails the verdict instead of warning
+    "loader": None,  # the DataLoader: workers, batch_size, sample_bytes (for /dev/shm)
+}
 
 
 def nccl_statement(nccl, backend):
@@ -30,11 +51,16 @@ def nccl_statement(nccl, backend):
     return text + "."
 
 
-def build_run_summary(run, training, nccl):
-    """Return the summary dict written to summary.json; ``verdict`` is passed or failed."""
+def build_run_summary(run, training, nccl, memory_options=None):
+    """Return the summary dict written to summary.json; ``verdict`` is passed or failed.
+
+    ``memory_options`` (see DEFAULT_MEMORY_OPTIONS) shape the memory section: each rank's
+    memory, the sizing of the next run, and the warnings (or failures) it raises.
+    """
     run = run or {}
     training = training or {}
     nccl = nccl or {}
+    memory = memory_section(run, training, memory_options)
     failures = list(training.get("failures") or [])
     if training.get("ranks") is None and training.get("msg"):
         failures.append(training["msg"])
@@ -45,6 +71,7 @@ def build_run_summary(run, training, nccl):
         failures.insert(0, "the launcher stopped the run after its timeout of %s s" % run.get("timeout_s"))
     elif run.get("rc") not in (None, 0, "0"):
         failures.append("the launcher exited with code %s" % run.get("rc"))
+    failures.extend(memory.pop("failures"))
 
     started, ended = run.get("started"), run.get("ended")
     duration = round(float(ended) - float(started), 1) if started is not None and ended is not None else None
@@ -71,6 +98,7 @@ def build_run_summary(run, training, nccl):
         "schema": SUMMARY_SCHEMA,
         "verdict": "failed" if failures else "passed",
         "failures": failures,
+        "warnings": [warning["what"] for warning in memory["warnings"]],
         "run_id": run.get("run_id"),
         "launcher": run.get("launcher"),
         "host": run.get("host"),
@@ -95,6 +123,7 @@ def build_run_summary(run, training, nccl):
         "restarts": training.get("restarts", 0),
         "resumes": training.get("resumes") or [],
         "memlock": training.get("memlock") or {},
+        "memory": memory,
         "nccl": {
             "used": bool(nccl.get("nccl_used")),
             "statement": nccl_statement(nccl, backend),
@@ -146,3 +175,252 @@ def _last_evaluation(evaluations):
         return None
     last = evaluations[-1]
     return {key: last.get(key) for key in ("epoch", "step", "map", "map_50", "map_75", "images")}
+
+
+def memory_section(run, training, options=None):
+    """Each rank's memory, the memory the next run's containers should ask for, and what to
+    warn about: a peak close to the cgroup's limit (naming the phase), a suspected leak.
+
+    The recommendation is per container (the ranks that share a host or pod): on a cluster
+    launcher, from the pod's memory cgroup working set when the ranks report it (every rank,
+    its DataLoader workers and /dev/shm counted); otherwise from the ranks' resident sets
+    summed, plus /dev/shm for the loader workers the run's settings name (the workers' own
+    memory is not in a rank's resident set). Request: the median; limit: the peak plus
+    ``buffer_percent``. ``failures`` holds the leaks when ``leak_fails`` is set.
+    """
+    options = dict(DEFAULT_MEMORY_OPTIONS, **{k: v for k, v in (options or {}).items() if v is not None})
+    buffer_percent = options["buffer_percent"]
+    margin_percent = float(options["limit_margin_percent"])
+    ranks = [_rank_memory(rank, buffer_percent) for rank in training.get("ranks") or []]
+    ranks = [row for row in ranks if row is not None]
+    tolerance = training.get("memory_leak_tolerance_mib", DEFAULT_LEAK_TOLERANCE_MIB)
+    leaks = list(training.get("memory_leaks") or [])
+    warnings = []
+    for row in ranks:
+        warning = _limit_warning(row, margin_percent)
+        if warning:
+            warnings.append(warning)
+    leak_messages = [describe_memory_leak(leak, tolerance) for leak in leaks]
+    if not options["leak_fails"]:
+        warnings.extend(
+            {
+                "what": message,
+                "remedy": "look for state kept from one epoch to the next (lists of tensors or losses, "
+                "caches, references held by hooks or the loader); rerun with more epochs to confirm",
+            }
+            for message in leak_messages
+        )
+    return {
+        "buffer_percent": buffer_percent,
+        "limit_margin_percent": options["limit_margin_percent"],
+        "leak_tolerance_mib": tolerance,
+        "leak_fails": bool(options["leak_fails"]),
+        "ranks": ranks,
+        "recommendation": _recommendation(run, training, ranks, options),
+        "leaks": leaks,
+        "warnings": warnings,
+        "failures": leak_messages if options["leak_fails"] else [],
+    }
+
+
+def _rank_memory(rank, buffer_percent):
+    """A rank's row: its resident set (median, peak and where), cgroup and GPU peaks, and the
+    request and limit its own resident set asks for."""
+    memory = rank.get("memory") or {}
+    quantities = memory.get("quantities") or {}
+    if not quantities:
+        return None
+    rss = quantities.get("host_rss") or {}
+    working_set = quantities.get("cgroup_working_set") or {}
+    allocated = quantities.get("cuda_allocated") or {}
+    reserved = quantities.get("cuda_reserved") or {}
+    row = {
+        "rank": rank.get("rank"),
+        "host": rank.get("host"),
+        "samples": memory.get("samples"),
+        "rss_median_bytes": rss.get("median_bytes"),
+        "rss_peak_bytes": rss.get("peak_bytes"),
+        "rss_peak_phase": rss.get("peak_phase"),
+        "rss_peak_epoch": rss.get("peak_epoch"),
+        "rss_peak_step": rss.get("peak_step"),
+        "rss_growth_mib_per_epoch": rss.get("growth_mib_per_epoch"),
+        "working_set_median_bytes": working_set.get("median_bytes"),
+        "working_set_peak_bytes": working_set.get("peak_bytes"),
+        "working_set_peak_phase": working_set.get("peak_phase"),
+        "working_set_peak_epoch": working_set.get("peak_epoch"),
+        "working_set_peak_step": working_set.get("peak_step"),
+        "cgroup_limit_bytes": memory.get("cgroup_limit_bytes"),
+        "gpu_allocated_peak_bytes": allocated.get("peak_bytes"),
+        "gpu_reserved_peak_bytes": reserved.get("peak_bytes"),
+        "gpu_peak_phase": reserved.get("peak_phase") or allocated.get("peak_phase"),
+        "request": None,
+        "limit": None,
+    }
+    if rss.get("peak_bytes"):
+        sizing = size_memory(min(rss["median_bytes"], rss["peak_bytes"]), rss["peak_bytes"], buffer_percent)
+        row["request"], row["limit"] = sizing["request"], sizing["limit"]
+    row["statement"] = _rank_memory_text(row)
+    return row
+
+
+def _rank_memory_text(row):
+    """One line on a rank's memory, for the verdict."""
+    parts = []
+    if row["rss_peak_bytes"] is not None:
+        parts.append(
+            "RSS median %s, peak %s in %s (epoch %s, step %s)"
+            % (
+                format_bytes(row["rss_median_bytes"], "Mi"),
+                format_bytes(row["rss_peak_bytes"], "Mi"),
+                row["rss_peak_phase"],
+                row["rss_peak_epoch"],
+                row["rss_peak_step"],
+            )
+        )
+    if row["working_set_peak_bytes"] is not None:
+        parts.append(
+            "cgroup working set median %s, peak %s in %s%s"
+            % (
+                format_bytes(row["working_set_median_bytes"], "Mi"),
+                format_bytes(row["working_set_peak_bytes"], "Mi"),
+                row["working_set_peak_phase"],
+                " (limit %s)" % format_bytes(row["cgroup_limit_bytes"], "Mi")
+                if row["cgroup_limit_bytes"]
+                else "",
+            )
+        )
+    if row["gpu_reserved_peak_bytes"] is not None:
+        parts.append(
+            "GPU reserved peak %s in %s"
+            % (format_bytes(row["gpu_reserved_peak_bytes"], "Mi"), row["gpu_peak_phase"])
+        )
+    return "rank %s: %s" % (row["rank"], "; ".join(parts) or "no memory figures")
+
+
+def _limit_warning(row, margin_percent):
+    """A warning when the rank's peak came within ``margin_percent`` of its cgroup limit."""
+    limit = row.get("cgroup_limit_bytes")
+    if row.get("working_set_peak_bytes") is not None:
+        peak, what, where = (
+            row["working_set_peak_bytes"],
+            "the memory cgroup's working set",
+            "working_set_peak",
+        )
+    else:
+        peak, what, where = row.get("rss_peak_bytes"), "its resident set", "rss_peak"
+    if not limit or peak is None or peak < limit * (1 - margin_percent / 100.0):
+        return None
+    return {
+        "what": "rank %s: memory peaked at %s (%s) in phase %s (epoch %s, step %s), %.1f %% of its memory "
+        "limit %s, within the %s %% margin"
+        % (
+            row["rank"],
+            format_bytes(peak, "Mi"),
+            what,
+            row.get(where + "_phase"),
+            row.get(where + "_epoch"),
+            row.get(where + "_step"),
+            100.0 * peak / limit,
+            format_bytes(limit, "Mi"),
+            _percent_text(margin_percent),
+        ),
+        "remedy": "raise the container's memory limit to the recommendation below, or lower what that "
+        "phase holds (batch size, DataLoader workers and prefetch, checkpoint size)",
+    }
+
+
+def _recommendation(run, training, ranks, options):
+    """The memory request and limit for one container of the next run (the busiest one)."""
+    if not ranks:
+        return None
+    by_host = {}
+    for row in ranks:
+        by_host.setdefault(row.get("host"), []).append(row)
+    on_cluster = run.get("launcher") in CLUSTER_LAUNCHERS
+    container_cgroup = on_cluster and all(row["working_set_peak_bytes"] is not None for row in ranks)
+    best = None
+    for host, rows in by_host.items():
+        if container_cgroup:
+            # Every rank of the pod samples the same cgroup: its largest figures are the pod's.
+            median = max(row["working_set_median_bytes"] for row in rows)
+            peak = max(row["working_set_peak_bytes"] for row in rows)
+        else:
+            if any(row["rss_peak_bytes"] is None for row in rows):
+                continue
+            median = sum(row["rss_median_bytes"] for row in rows)
+            peak = sum(row["rss_peak_bytes"] for row in rows)
+        if best is None or peak > best[2]:
+            best = (host, rows, peak, median)
+    if best is None or best[2] <= 0:
+        return None  # nothing measured to size from (a cgroup whose working set read 0)
+    host, rows, peak, median = best
+    shm, shm_note = (
+        (None, None) if container_cgroup else _loader_shm(options.get("loader"), len(rows), training)
+    )
+    sizing = size_memory(min(median, peak), peak + (shm or 0), options["buffer_percent"])
+    if container_cgroup:
+        basis = "cgroup_working_set"
+        how = "the pod's memory cgroup working set (its ranks, their DataLoader workers and /dev/shm)"
+    else:
+        basis = "host_rss"
+        how = "the resident sets of its %d rank%s summed%s" % (
+            len(rows),
+            "" if len(rows) == 1 else "s",
+            " plus /dev/shm (%s)" % shm_note if shm_note else "",
+        )
+    statement = (
+        "Memory per container (%s, %d rank%s): request %s (the median), limit %s (peak %s + %s %%), from %s."
+        % (
+            host,
+            len(rows),
+            "" if len(rows) == 1 else "s",
+            sizing["request"],
+            sizing["limit"],
+            format_bytes(peak + (shm or 0), "Mi"),
+            _percent_text(options["buffer_percent"]),
+            how,
+        )
+    )
+    return {
+        "basis": basis,
+        "host": host,
+        "ranks": [row["rank"] for row in rows],
+        "median_bytes": int(median),
+        "peak_bytes": int(peak),
+        "shm_bytes": int(shm) if shm is not None else None,
+        "request": sizing["request"],
+        "limit": sizing["limit"],
+        "qos": sizing["qos"],
+        "resources": sizing["resources"],
+        "statement": statement,
+    }
+
+
+def _loader_shm(loader, ranks, training):
+    """/dev/shm for the loader workers of ``ranks`` ranks (and NCCL's buffers on an NCCL run),
+    with a note saying how it was sized; (None, note) when nothing is to be added."""
+    if not loader:
+        return None, None
+    nccl = training.get("backend") == "nccl"
+    try:
+        total = shm_bytes(
+            loader.get("workers"),
+            loader.get("batch_size"),
+            loader.get("sample_bytes"),
+            gpus=ranks,
+            nccl_per_gpu=DEFAULT_NCCL_PER_GPU if nccl else 0,
+        )
+    except SizingError as error:
+        if loader.get("workers") in (0, "0") and not nccl:
+            return None, "none: 0 loader workers, no NCCL"
+        return None, "not sized: %s" % error
+    return total, "%s for %s loader workers a rank, batches of %s%s" % (
+        format_bytes(total, "Mi"),
+        loader.get("workers"),
+        loader.get("batch_size"),
+        ", NCCL's buffers" if nccl else "",
+    )
+
+
+def _percent_text(value):
+    return "%g" % float(value)

@@ -95,14 +95,23 @@ def memory_sizing(samples, margin_percent=DEFAULT_MARGIN_PERCENT, guaranteed=Fal
     if not samples:
         raise SizingError("samples is empty: give at least one observed memory usage")
     values = [_byte_quantity(sample, "samples[%d]" % index) for index, sample in enumerate(samples)]
+    peak = max(values)
+    if peak == 0:
+        raise SizingError("samples: every sample is 0; give the container's observed memory usage")
+    return size_memory(statistics.median(values), peak, margin_percent, guaranteed, granularity)
+
+
+def size_memory(median, peak, margin_percent=DEFAULT_MARGIN_PERCENT, guaranteed=False, granularity="Mi"):
+    """Memory request and limit from a usage's median and peak (bytes or quantities): what
+    memory_sizing returns for samples of that median and peak."""
+    median = _byte_quantity(median, "median")
+    peak = _byte_quantity(peak, "peak", allow_zero=False)
+    if median > peak:
+        raise SizingError("median (%s) must not be above peak (%s)" % (median, peak))
     margin = _percent(margin_percent, "margin_percent")
     granularity = _granularity(granularity)
     if not isinstance(guaranteed, bool):
         raise SizingError("guaranteed must be true or false, got %r" % (guaranteed,))
-    peak = max(values)
-    if peak == 0:
-        raise SizingError("samples: every sample is 0; give the container's observed memory usage")
-    median = statistics.median(values)
     limit = format_bytes(peak * (1 + margin / 100), granularity)
     request = limit if guaranteed else format_bytes(median, granularity)
     return {

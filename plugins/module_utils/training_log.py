@@ -15,6 +15,8 @@ import itertools
 import json
 import math
 import os
+import statistics
+from array import array
 from collections import deque
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
@@ -34,6 +36,27 @@ MEMLOCK_REMEDY = (
 # Points kept for the loss and throughput curves; a longer run is thinned to every 2nd, 4th,
 # ... step, so memory stays bounded however long the run.
 MAX_CURVE_POINTS = 2048
+MIB = 1 << 20
+# Growth of a rank's per-epoch minimum, in MiB per epoch, above which it is a suspected leak.
+# A healthy CPU run's minimum moves by under 1 MiB an epoch; the allocator keeps or returns up
+# to about 10 MiB from one epoch to the next.
+DEFAULT_LEAK_TOLERANCE_MIB = 16
+# Epochs the leak fit needs, after the first (which warms up: allocator, autograd buffers).
+LEAK_MIN_EPOCHS = 3
+# The phase of a memory sample taken in a step record.
+STEP_PHASE = "train"
+# Memory events taken before training starts: not in the per-epoch minimum.
+PRE_TRAINING_PHASES = ("start",)
+# The memory quantities a rank reports: name, the sample's key, the key of its high-water mark
+# (None: none), and what a leak of it is (None: not checked - the cgroup's figures are shared by
+# every process in the container, so another rank's leak would show on all of them).
+MEMORY_QUANTITIES = (
+    ("host_rss", "rss_bytes", "rss_peak_bytes", "host"),
+    ("cgroup_usage", "cgroup_usage_bytes", None, None),
+    ("cgroup_working_set", "cgroup_working_set_bytes", None, None),
+    ("cuda_allocated", "cuda_allocated_bytes", "cuda_max_allocated_bytes", "gpu"),
+    ("cuda_reserved", "cuda_reserved_bytes", "cuda_max_reserved_bytes", None),
+)
 
 
 class _RankState:
@@ -49,6 +72,9 @@ class _RankState:
         "first_step_loss",
         "tail",
         "sources",
+        "memory",
+        "memory_samples",
+        "cgroup_limit",
     )
 
     def __init__(self, rank, tail_lines):
@@ -63,13 +89,58 @@ class _RankState:
         self.first_step_loss = None
         self.tail = deque(maxlen=tail_lines)
         self.sources = set()
+        self.memory = {}  # quantity name -> _MemoryTrack
+        self.memory_samples = 0
+        self.cgroup_limit = None  # the smallest memory cgroup limit a sample reported
+
+
+class _MemoryTrack:
+    """One memory quantity of one rank: every value (for the median), the peak and where it
+    happened, and each epoch's smallest value (for leaks)."""
+
+    __slots__ = ("values", "peak", "where", "epoch_min")
+
+    def __init__(self):
+        self.values = array("q")  # 8 bytes a sample, however long the run
+        self.peak = None
+        self.where = None
+        self.epoch_min = {}
+
+    def add(self, value, high_water, where):
+        self.values.append(value)
+        top = max(value, high_water) if high_water is not None else value
+        if self.peak is None or top > self.peak:
+            self.peak, self.where = top, where
+        epoch = where["epoch"]
+        if (
+            isinstance(epoch, int)
+            and not isinstance(epoch, bool)
+            and where["phase"] not in PRE_TRAINING_PHASES
+        ):
+            known = self.epoch_min.get(epoch)
+            if known is None or value < known:
+                self.epoch_min[epoch] = value
+
+    def summary(self):
+        epoch_min = [{"epoch": epoch, "bytes": self.epoch_min[epoch]} for epoch in sorted(self.epoch_min)]
+        return {
+            "samples": len(self.values),
+            "median_bytes": int(statistics.median(self.values)),
+            "peak_bytes": self.peak,
+            "peak_phase": self.where["phase"],
+            "peak_epoch": self.where["epoch"],
+            "peak_step": self.where["step"],
+            "epoch_min_bytes": epoch_min,
+            "growth_mib_per_epoch": epoch_growth_mib(self.epoch_min.items()),
+        }
 
 
 class TrainingLogParser:
     """Feed it lines with :meth:`feed`; read the verdict's inputs with :meth:`result`."""
 
-    def __init__(self, tail_lines=DEFAULT_TAIL_LINES):
+    def __init__(self, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB):
         self.tail_lines = tail_lines
+        self.leak_tolerance_mib = leak_tolerance_mib
         self.ranks = {}
         self.checkpoints = []
         self.resumes = []
@@ -200,6 +271,10 @@ class TrainingLogParser:
             if state.first_step_loss is None and _is_number(record.get("loss")):
                 state.first_step_loss = record["loss"]
             self._add_curve_point(record)
+            self._add_memory(state, record, STEP_PHASE)
+        elif event == "memory":
+            phase = record.get("phase")
+            self._add_memory(state, record, phase if isinstance(phase, str) else "unknown")
         elif event == "epoch":
             if isinstance(record.get("epoch"), int):
                 state.epochs[record["epoch"]] = record
@@ -215,6 +290,29 @@ class TrainingLogParser:
             self.skipped_checkpoints.append(_pick(record, "rank", "path", "reason"))
         elif event == "eval":
             self.evaluations.append(record)
+
+    def _add_memory(self, state, record, phase):
+        """Take the ``memory`` sample of a step record or a memory event."""
+        sample = record.get("memory")
+        if not isinstance(sample, dict):
+            return
+        where = {"phase": phase, "epoch": record.get("epoch"), "step": record.get("step")}
+        taken = False
+        for name, key, high_water_key, _kind in MEMORY_QUANTITIES:
+            value = sample.get(key)
+            if not _is_byte_count(value):
+                continue
+            high_water = sample.get(high_water_key) if high_water_key else None
+            track = state.memory.get(name)
+            if track is None:
+                track = state.memory[name] = _MemoryTrack()
+            track.add(value, high_water if _is_byte_count(high_water) else None, where)
+            taken = True
+        limit = sample.get("cgroup_limit_bytes")
+        if _is_byte_count(limit) and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
+            state.cgroup_limit = limit
+        if taken:
+            state.memory_samples += 1
 
     def _on_launcher_line(self, text):
         """Read torchrun's ChildFailedError report: 'Failures:' and 'Root Cause' entries."""
@@ -293,6 +391,8 @@ class TrainingLogParser:
             "steps": self._steps_table(),
             "loss": _loss_trend(epochs),
             "memlock": _memlock_summary(ranks),
+            "memory_leak_tolerance_mib": self.leak_tolerance_mib,
+            "memory_leaks": memory_leaks(ranks, self.leak_tolerance_mib),
             "throughput": {
                 "images_per_s": _round(sum(e["images_per_s"] for e in epochs[-1:] if e["images_per_s"])),
                 "ranks_counted": epochs[-1]["ranks"] if epochs else 0,
@@ -334,6 +434,15 @@ class TrainingLogParser:
             "images_per_s": epochs[-1].get("images_per_s") if epochs else last_step.get("images_per_s"),
             "uid": (state.run_start or {}).get("uid"),
             "memlock_bytes": _memlock_of(state.run_start),
+            "memory": {
+                "samples": state.memory_samples,
+                "cgroup_limit_bytes": state.cgroup_limit,
+                "quantities": {
+                    name: state.memory[name].summary()
+                    for name, *_rest in MEMORY_QUANTITIES
+                    if name in state.memory
+                },
+            },
             "sources": sorted(state.sources),
             "last_lines": list(state.tail),
         }
@@ -364,6 +473,69 @@ class TrainingLogParser:
                 }
             )
         return rows
+
+
+def epoch_growth_mib(epoch_minima, min_epochs=LEAK_MIN_EPOCHS):
+    """How fast a per-epoch minimum grows, in MiB per epoch: the least-squares slope of
+    ``epoch_minima`` ((epoch, bytes) pairs) over the epochs after the first, which warms up
+    (allocator, autograd buffers). None when fewer than ``min_epochs`` epochs follow the first."""
+    points = sorted(epoch_minima)[1:]
+    if len(points) < max(min_epochs, 2):
+        return None
+    mean_x = sum(epoch for epoch, _value in points) / float(len(points))
+    mean_y = sum(value for _epoch, value in points) / float(len(points))
+    spread = sum((epoch - mean_x) ** 2 for epoch, _value in points)
+    slope = sum((epoch - mean_x) * (value - mean_y) for epoch, value in points) / spread
+    return round(slope / MIB, 3)
+
+
+def memory_leaks(ranks, tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB):
+    """The suspected leaks among rank summaries: each rank's host RSS and CUDA allocated bytes
+    whose per-epoch minimum grows faster than ``tolerance_mib`` MiB per epoch."""
+    leaks = []
+    for summary in ranks:
+        quantities = (summary.get("memory") or {}).get("quantities") or {}
+        for name, _key, _high_water_key, kind in MEMORY_QUANTITIES:
+            growth = (quantities.get(name) or {}).get("growth_mib_per_epoch")
+            if kind is None or growth is None or growth <= tolerance_mib:
+                continue
+            minima = quantities[name]["epoch_min_bytes"]
+            leaks.append(
+                {
+                    "rank": summary["rank"],
+                    "host": summary.get("host"),
+                    "kind": kind,
+                    "quantity": name,
+                    "rate_mib_per_epoch": growth,
+                    "epochs": [minima[1]["epoch"], minima[-1]["epoch"]],
+                    "from_bytes": minima[1]["bytes"],
+                    "to_bytes": minima[-1]["bytes"],
+                }
+            )
+    return leaks
+
+
+def describe_memory_leak(leak, tolerance_mib):
+    """One sentence on a suspected leak: the rank, host or GPU memory, and its rate."""
+    return (
+        "suspected %s memory leak on rank %s: its per-epoch minimum %s grew by %.1f MiB per epoch "
+        "(epochs %s to %s, %s to %s; tolerance %s MiB per epoch)"
+        % (
+            "host" if leak["kind"] == "host" else "GPU",
+            leak["rank"],
+            "resident set (RSS)" if leak["quantity"] == "host_rss" else "CUDA allocated memory",
+            leak["rate_mib_per_epoch"],
+            leak["epochs"][0],
+            leak["epochs"][1],
+            format_bytes(leak["from_bytes"], "Mi"),
+            format_bytes(leak["to_bytes"], "Mi"),
+            _number_text(tolerance_mib),
+        )
+    )
+
+
+def _number_text(value):
+    return ("%g" % value) if isinstance(value, float) else str(value)
 
 
 def _memlock_of(run_start):
@@ -462,6 +634,9 @@ def check_expectations(result, expect):
         failures.extend(_memlock_messages(result))
     elif expect.get("memlock_min_bytes"):
         failures.extend(_memlock_messages(result, expect["memlock_min_bytes"]))
+    if expect.get("no_memory_leak"):
+        tolerance = result.get("memory_leak_tolerance_mib", DEFAULT_LEAK_TOLERANCE_MIB)
+        failures.extend(describe_memory_leak(leak, tolerance) for leak in result.get("memory_leaks") or [])
     return failures
 
 
@@ -545,12 +720,19 @@ def describe_rank_failure(summary, launcher_failures=()):
     return message
 
 
-def parse_training_logs(sources, tail_lines=DEFAULT_TAIL_LINES):
-    return TrainingLogParser(tail_lines=tail_lines).feed_sources(sources).result()
+def parse_training_logs(
+    sources, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB
+):
+    parser = TrainingLogParser(tail_lines=tail_lines, leak_tolerance_mib=leak_tolerance_mib)
+    return parser.feed_sources(sources).result()
 
 
 def _pick(record, *keys):
     return {key: record[key] for key in keys if key in record}
+
+
+def _is_byte_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_number(value):

@@ -14,9 +14,15 @@ description:
     console log, or pod logs).
   - Reports per-rank progress and status, the loss per epoch averaged over ranks, throughput,
     checkpoints, resumes and restarts, and which rank failed first according to torchrun.
+  - Reports per rank the median and the peak of each memory quantity the trainer sampled (host
+    resident set, the memory cgroup's usage and working set, the CUDA allocator's allocated and
+    reserved bytes), where the peak happened (phase, epoch, step), and each epoch's minimum.
+  - Reports suspected memory leaks - a rank whose per-epoch minimum host resident set (RSS) or
+    CUDA allocated memory grows faster than O(memory_leak_tolerance_mib) MiB per epoch - naming
+    the rank, host or GPU memory, and the rate.
   - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
-    a loss that did not fall, no checkpoint, a locked-memory limit where RDMA needs none) into
-    a failure whose message names the rank and shows its last lines.
+    a loss that did not fall, no checkpoint, a locked-memory limit where RDMA needs none, a
+    suspected memory leak) into a failure whose message names the rank and shows its last lines.
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
@@ -68,6 +74,23 @@ options:
             hard limit). Ignored when O(expect.memlock_unlimited) is set.
           - A rank below it is named with its limit and the remedy.
         type: int
+      no_memory_leak:
+        description:
+          - No rank may show a suspected memory leak (see RV(memory_leaks)); each one is named with the
+            rank, host or GPU memory, and its rate in MiB per epoch.
+        type: bool
+        default: false
+  memory_leak_tolerance_mib:
+    description:
+      - Growth of a rank's per-epoch minimum host RSS or CUDA allocated memory, in MiB per epoch, above
+        which it is reported as a suspected leak.
+      - The growth is the least-squares slope of the per-epoch minima over the epochs after the first
+        (which warms up the allocator and autograd buffers); it needs at least 3 of them, so a run of
+        fewer than 4 epochs reports no leak.
+      - A healthy run's per-epoch minimum moves by a few MiB from one epoch to the next (what the
+        allocator keeps or gives back), well below the default.
+    type: float
+    default: 16
   tail_lines:
     description:
       - How many of each rank's last non-metrics lines to keep, to show with a failure.
@@ -89,6 +112,24 @@ EXAMPLES = r"""
 - name: Read the metrics of a PyTorchJob's pods
   gpuops.training.training_log_info:
     pod_logs: "{{ pod_logs.results | map(attribute='log') | list }}"
+
+- name: Read a run's memory and fail on a leak growing faster than 32 MiB per epoch
+  gpuops.training.training_log_info:
+    paths:
+      - "{{ run_dir }}/logs/**/*.log"
+    memory_leak_tolerance_mib: 32
+    expect:
+      no_memory_leak: true
+  register: training_memory
+
+- name: Show each rank's median and peak resident set, and the phase of the peak
+  ansible.builtin.debug:
+    msg: >-
+      rank {{ item.rank }}: median {{ item.memory.quantities.host_rss.median_bytes | human_readable }},
+      peak {{ item.memory.quantities.host_rss.peak_bytes | human_readable }}
+      ({{ item.memory.quantities.host_rss.peak_phase }})
+  loop: "{{ training_memory.ranks }}"
+  when: item.memory.quantities.host_rss is defined
 
 - name: Show the loss per epoch
   ansible.builtin.debug:
@@ -148,7 +189,60 @@ ranks:
       description: The rank's soft RLIMIT_MEMLOCK in bytes, C(-1) for unlimited, null when not reported.
       type: int
       returned: always
+    memory:
+      description:
+        - The rank's memory, from the C(memory) samples of its C(step) records (phase C(train)) and its
+          C(memory) events (phases C(start), C(loader_start), C(epoch_end), C(checkpoint_write_before),
+          C(checkpoint_write_after), C(eval_after)); empty C(quantities) for a trainer that records none.
+      type: dict
+      returned: always
+      contains:
+        samples: {description: Samples read., type: int, returned: always}
+        cgroup_limit_bytes:
+          description: The smallest memory cgroup limit the samples reported, null for none (no cgroup, or no limit).
+          type: int
+          returned: always
+        quantities:
+          description:
+            - Per quantity the rank reported - C(host_rss) (the process's resident set; its peak also counts
+              the high-water mark C(VmHWM)), C(cgroup_usage), C(cgroup_working_set) (usage less the inactive
+              file cache, what a container limit has to hold), C(cuda_allocated) and C(cuda_reserved) (their
+              peaks also count the allocator's own peaks, reset each epoch and evaluation) - a dict with
+              C(samples), C(median_bytes), C(peak_bytes), C(peak_phase), C(peak_epoch), C(peak_step) (where the
+              peak was first seen; a high-water mark shows a spike at the first sample after it),
+              C(epoch_min_bytes) (a list of C(epoch) and C(bytes), the C(start) sample left out) and
+              C(growth_mib_per_epoch) (the slope leaks are judged on; null with fewer than 3 epochs after the
+              first).
+            - The cgroup's figures count every process in the container (other ranks and DataLoader workers
+              included), so they are never judged as one rank's leak.
+          type: dict
+          returned: always
+          sample:
+            host_rss:
+              samples: 42
+              median_bytes: 1258291200
+              peak_bytes: 1992294400
+              peak_phase: checkpoint_write_after
+              peak_epoch: 2
+              peak_step: 12
+              epoch_min_bytes: [{"epoch": 0, "bytes": 1216348160}, {"epoch": 1, "bytes": 1256194048}]
+              growth_mib_per_epoch: 0.4
     last_lines: {description: Last non-metrics lines the rank printed., type: list, elements: str, returned: always}
+memory_leaks:
+  description:
+    - Suspected memory leaks, one per rank and quantity - C(kind) (C(host) or C(gpu)), C(quantity) (C(host_rss)
+      or C(cuda_allocated)), C(rate_mib_per_epoch), the C(epochs) fitted (first and last) and the per-epoch
+      minimum at each (C(from_bytes), C(to_bytes)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"rank": 1, "host": "node-a", "kind": "host", "quantity": "host_rss", "rate_mib_per_epoch": 64.2,
+            "epochs": [1, 5], "from_bytes": 1300234240, "to_bytes": 1568669696}]
+memory_leak_tolerance_mib:
+  description: The tolerance the leaks were judged with, O(memory_leak_tolerance_mib).
+  returned: always
+  type: float
+  sample: 16
 epochs:
   description: Per epoch, the loss averaged over ranks and the throughput summed over ranks.
   returned: always
@@ -213,6 +307,7 @@ parse_warnings:
   elements: str
 """
 
+import math
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_module import build_log_module, judge_logs
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
@@ -238,8 +333,10 @@ def main():
                     "checkpoint": {"type": "bool", "default": False},
                     "memlock_unlimited": {"type": "bool", "default": False},
                     "memlock_min_bytes": {"type": "int"},
+                    "no_memory_leak": {"type": "bool", "default": False},
                 },
             },
+            "memory_leak_tolerance_mib": {"type": "float", "default": 16},
             "tail_lines": {"type": "int", "default": 20},
         }
     )
@@ -247,9 +344,15 @@ def main():
     tail_lines = module.params["tail_lines"]
     if not 0 <= tail_lines <= MAX_TAIL_LINES:
         module.fail_json(msg="tail_lines must be between 0 and %d, got %d" % (MAX_TAIL_LINES, tail_lines))
+    tolerance = module.params["memory_leak_tolerance_mib"]
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        module.fail_json(
+            msg="memory_leak_tolerance_mib must be a number of MiB per epoch of at least 0, got %s"
+            % tolerance
+        )
     judge_logs(
         module,
-        lambda sources: parse_training_logs(sources, tail_lines=tail_lines),
+        lambda sources: parse_training_logs(sources, tail_lines=tail_lines, leak_tolerance_mib=tolerance),
         lambda facts: check_expectations(facts, expect),
         "training run",
     )

@@ -43,6 +43,8 @@ def test_summary_names_each_loop_with_a_rate_and_a_finite_loss(cpu_env):
     rates = summary["images_per_s"]
     assert summary["trainer"] == max(("trainer_fp32", "trainer_amp"), key=rates.get)
     assert summary["amp_dtype"] == "bfloat16"
+    # The memory sampling's cost is measured and set against a step.
+    assert summary["memory_sample_us"] > 0 and summary["memory_sample_share_of_step"] > 0
 
 
 def test_amp_off_measures_the_two_fp32_loops(cpu_env):

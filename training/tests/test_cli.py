@@ -55,6 +55,8 @@ def test_unknown_model_exits_2_naming_the_option_and_choices(tmp_path, cpu_env):
         (["--amp-dtype", "fp8"], "--amp-dtype"),
         (["--grad-accum-steps", "0"], "--grad-accum-steps"),
         (["--dist-timeout-s", "0"], "--dist-timeout-s"),
+        (["--leak-mib-per-epoch", "lots"], "--leak-mib-per-epoch"),
+        (["--leak-mib-per-epoch", "1@"], "--leak-mib-per-epoch"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(capsys, tmp_path, argv, option):
@@ -85,8 +87,12 @@ def test_single_process_run_without_torchrun(tmp_path, cpu_env):
     lines = result.stdout.splitlines()
     assert lines and all(line.startswith("{") for line in lines)
     records = stdout_records(result.stdout)
-    assert [r["event"] for r in records] == [
+    assert [r["event"] for r in records if r["event"] != "memory"] == [
         "dataset", "dataset", "run_start", "step", "epoch", "checkpoint", "eval", "run_end"
+    ]  # fmt: skip
+    assert [r["phase"] for r in records if r["event"] == "memory"] == [
+        "start", "loader_start", "epoch_end", "checkpoint_write_before",
+        "checkpoint_write_after", "eval_after",
     ]  # fmt: skip
     start = records[2]
     assert (start["world_size"], start["backend"], start["device"]) == (1, None, "cpu")

@@ -142,6 +142,55 @@ def test_every_rank_reports_start_steps_epochs_and_end(trained):
     )
 
 
+MiB = 1 << 20
+LEAK_MIB, LEAK_EPOCHS = 64, 6  # --leak-mib-per-epoch on rank 1 of a 6-epoch run
+# Memory phases each rank records, in order: rank 0 writes a checkpoint at every epoch's end.
+EPOCH_PHASES = {
+    0: ["loader_start", "epoch_end", "checkpoint_write_before", "checkpoint_write_after"],
+    1: ["loader_start", "epoch_end"],
+}
+
+
+def per_epoch_min_rss(run: Run, rank: int) -> list[int]:
+    """Each epoch's smallest resident set among the rank's step samples, epoch by epoch."""
+    minima: dict[int, int] = {}
+    for record in run.events(rank, "step"):
+        rss = record["memory"]["rss_bytes"]
+        minima[record["epoch"]] = min(rss, minima.get(record["epoch"], rss))
+    return [minima[epoch] for epoch in sorted(minima)]
+
+
+def growth_mib_per_epoch(minima: list[int]) -> float:
+    """The per-epoch minimum's mean growth from the second epoch on (the first warms up)."""
+    return (minima[-1] - minima[1]) / (len(minima) - 2) / MiB
+
+
+def test_every_rank_records_its_memory_at_steps_and_around_the_spikes(trained):
+    for rank in range(WORLD_SIZE):
+        (start,) = trained.events(rank, "run_start")
+        assert start["memory_cgroup_version"] in (None, 1, 2)
+        memory = trained.events(rank, "memory")
+        assert [r["phase"] for r in memory] == [
+            "start", *EPOCH_PHASES[rank] * EPOCHS, "eval_after"
+        ]  # fmt: skip
+        assert [r["epoch"] for r in memory if r["phase"] == "epoch_end"] == list(range(EPOCHS))
+        assert all(
+            r["step"] == (r["epoch"] + 1) * STEPS for r in memory if r["phase"] == "epoch_end"
+        )
+        samples = [r["memory"] for r in [*trained.events(rank, "step"), *memory]]
+        assert len(samples) == STEPS * EPOCHS + len(memory)
+        for sample in samples:
+            assert sample["rss_peak_bytes"] >= sample["rss_bytes"] > 0
+            assert sample["cuda_allocated_bytes"] is None  # a CPU run
+            if start["memory_cgroup"] is not None:
+                assert sample["cgroup_usage_bytes"] > 0
+    # A healthy run: the per-epoch minimum hardly moves over 25 epochs.
+    for rank in range(WORLD_SIZE):
+        minima = per_epoch_min_rss(trained, rank)
+        print(f"rank {rank}: per-epoch minimum RSS, MiB: {[m // MiB for m in minima]}")
+        assert abs(growth_mib_per_epoch(minima)) < LEAK_MIB / 8
+
+
 def test_loss_falls(trained):
     # Median over both ranks' steps of the first 3 and last 5 epochs: from-scratch RetinaNet
     # has single-step loss spikes (one epoch's median reached 22 in the measured run).
@@ -255,6 +304,26 @@ def test_killed_worker_restarts_and_resumes_mid_epoch_without_repeating_steps(en
         assert (end["attempt"], end["status"], end["step"]) == (1, "ok", 8)
     assert max(s["step"] for s in run.events(1, "step") if s["attempt"] == 0) == kill_at
     assert not [e for e in run.events(1, "run_end") if e["attempt"] == 0]  # SIGKILL: no report
+
+
+def test_the_leak_hook_grows_the_leaking_ranks_per_epoch_minimum_and_no_other(env, tmp_path):
+    run = torchrun(
+        tmp_path / "run", "--epochs", str(LEAK_EPOCHS), "--synthetic-images", str(IMAGES),
+        "--no-eval-at-end", "--leak-mib-per-epoch", f"1@{LEAK_MIB}", env=env,
+    )  # fmt: skip
+    assert run.result.returncode == 0, run.result.stderr[-4000:]
+    leaking, healthy = per_epoch_min_rss(run, 1), per_epoch_min_rss(run, 0)
+    print(f"per-epoch minimum RSS, MiB: rank 1 (leaking) {[m // MiB for m in leaking]}, "
+          f"rank 0 {[m // MiB for m in healthy]}")  # fmt: skip
+    assert len(leaking) == len(healthy) == LEAK_EPOCHS
+    # From the second epoch on (the first warms up) the minimum climbs by LEAK_MIB an epoch,
+    # give or take what the allocator keeps or returns (up to 10 MiB an epoch, measured).
+    steps = [
+        (later - earlier) / MiB for earlier, later in zip(leaking[1:-1], leaking[2:], strict=True)
+    ]
+    assert all(step > LEAK_MIB / 2 for step in steps), steps
+    assert 0.85 * LEAK_MIB < growth_mib_per_epoch(leaking) < 1.15 * LEAK_MIB, steps
+    assert abs(growth_mib_per_epoch(healthy)) < LEAK_MIB / 8
 
 
 def test_coco_trains_with_grouping_workers_and_accumulation_then_evaluates(env, tmp_path):

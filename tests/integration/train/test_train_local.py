@@ -71,6 +71,74 @@ def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
     assert "NCCL was not used" in (run_dir / "report.html").read_text()
 
 
+# Where a rank's memory can peak: the trainer's memory phases and its step samples.
+MEMORY_PHASES = {"train", "start", "loader_start", "epoch_end", "checkpoint_write_before",
+                 "checkpoint_write_after", "eval_after"}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_the_report_shows_each_ranks_memory_and_a_sizing_recommendation(healthy_run):
+    from ansible_collections.gpuops.training.plugins.module_utils.quantities import parse_quantity
+
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    memory = summary["memory"]
+    assert [row["rank"] for row in memory["ranks"]] == [0, 1]
+    for row in memory["ranks"]:
+        print(row["statement"], "request", row["request"], "limit", row["limit"])
+        assert 0 < row["rss_median_bytes"] <= row["rss_peak_bytes"]
+        assert row["rss_peak_phase"] in MEMORY_PHASES
+        assert parse_quantity(row["request"]) >= row["rss_median_bytes"]
+        assert parse_quantity(row["limit"]) >= row["rss_peak_bytes"] * 1.1
+    recommendation = memory["recommendation"]
+    print(recommendation["statement"])
+    # A local run: the two ranks' resident sets on this host, summed; no loader workers.
+    assert recommendation["basis"] == "host_rss" and recommendation["ranks"] == [0, 1]
+    assert recommendation["peak_bytes"] == sum(row["rss_peak_bytes"] for row in memory["ranks"])
+    assert parse_quantity(recommendation["request"]) < parse_quantity(recommendation["limit"])
+    assert parse_quantity(recommendation["limit"]) >= recommendation["peak_bytes"] * 1.1
+    assert "/dev/shm (none: 0 loader workers, no NCCL)" in recommendation["statement"]
+    # A healthy run: no leak and nothing else to warn about.
+    assert memory["leaks"] == [] and summary["warnings"] == []
+    report = (run_dir / "report.md").read_text()
+    assert "## Memory" in report and recommendation["statement"] in report
+    for row in memory["ranks"]:
+        assert "| %d | %s | " % (row["rank"], row["host"]) in report
+        assert row["rss_peak_phase"] in report
+    page = (run_dir / "report.html").read_text()
+    assert "<h2>Memory</h2>" in page
+    output = " ".join(healthy_run.run.output.split())
+    assert "Memory rank 0: RSS median" in output and "Memory rank 1: RSS median" in output
+    assert "Memory per container" in output
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_leaking_rank_is_flagged_and_the_healthy_one_is_not(run_playbook, tmp_path):
+    # The trainer's test hook keeps 64 MiB more resident on rank 1 as each epoch starts.
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {
+            "training_job_runs_dir": str(tmp_path),
+            "training_job_epochs": 5,
+            "training_job_extra_args": ["--leak-mib-per-epoch", "1@64"],
+        },
+    )
+    assert run.rc == 0, run  # a leak is a warning by default: the run still passes
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["verdict"] == "passed"
+    leaks = summary["memory"]["leaks"]
+    print("leaks:", leaks)
+    assert [(leak["rank"], leak["kind"]) for leak in leaks] == [(1, "host")]
+    assert 0.8 * 64 < leaks[0]["rate_mib_per_epoch"] < 1.2 * 64
+    assert summary["warnings"][0].startswith("suspected host memory leak on rank 1")
+    assert "WARNING: suspected host memory leak on rank 1" in run.output
+    rank0 = summary["memory"]["ranks"][0]
+    assert abs(rank0["rss_growth_mib_per_epoch"]) < 16
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_the_report_plots_the_runs_own_curves(healthy_run):

@@ -20,6 +20,7 @@ from torch import nn
 from .data import check_target
 from .errors import NonFiniteLossError
 from .faults import FaultSpec, maybe_inject
+from .memory import MemorySampler, emit_memory
 from .metrics import MetricsWriter
 from .progress import ProgressBar
 
@@ -47,6 +48,7 @@ class LoopOptions:
     grad_accum_steps: int = 1
     amp_dtype: torch.dtype | None = None  # None: full precision
     fault: FaultSpec | None = None
+    memory: MemorySampler | None = None  # None: records without memory samples
 
 
 @dataclass
@@ -109,6 +111,11 @@ def train_one_epoch(
     optimizer.zero_grad(set_to_none=True)
 
     for iteration, (images, targets) in enumerate(data_loader, start=start_iter):
+        if iteration == start_iter and options.memory is not None:
+            # The loader's spike: its workers started (or resumed) and prefetched.
+            emit_memory(
+                metrics, options.memory, "loader_start", epoch=state.epoch, step=state.global_step
+            )
         group_start = iteration - iteration % accum
         # The last group of an epoch may be shorter; scaling by its real length keeps the
         # gradient an average over the micro-batches that went into it.
@@ -177,6 +184,7 @@ def train_one_epoch(
         if epoch_step % options.print_freq == 0 or last:
             now = time.perf_counter()
             values = detached.tolist()
+            memory = {"memory": options.memory.sample()} if options.memory is not None else {}
             metrics.emit(
                 "step",
                 epoch=state.epoch,
@@ -188,6 +196,7 @@ def train_one_epoch(
                 losses=dict(zip(LOSS_NAMES, values[1:], strict=True)),
                 lr=lr_used,
                 images_per_s=window_images / max(now - window_start, 1e-9),
+                **memory,
             )
             if progress is not None:
                 progress.update(state.epoch, iteration + 1, iters_per_epoch, values[0])

@@ -1,4 +1,5 @@
-"""``--inject-fault RANK@STEP[:MODE]``: make one rank fail on purpose, for fault drills.
+"""Drills: ``--inject-fault RANK@STEP[:MODE]`` makes one rank fail on purpose, and
+``--leak-mib-per-epoch [RANK@]MIB`` (a test hook) makes ranks leak host memory on purpose.
 
 The fault fires when that rank is about to run global step STEP (after STEP steps are done),
 and only on the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a drill with
@@ -6,10 +7,15 @@ and only on the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a drill with
 
 Modes: ``exit`` (default) reports the fault and exits with status 1; ``raise`` raises a
 RuntimeError (traceback, status 1); ``kill`` sends SIGKILL to itself (status 137, no report).
+
+The leak keeps MIB MiB more of host memory alive as each epoch starts, on every rank or on
+rank RANK alone, so that leak detection (the growth of a rank's per-epoch minimum RSS) can be
+proven on a real run, next to a healthy rank.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import signal
@@ -20,6 +26,7 @@ from .errors import ConfigError, InjectedFault
 
 FAULT_MODES = ("exit", "raise", "kill")
 _SPEC = re.compile(r"^(\d+)@(\d+)(?::([a-z]+))?$")
+_LEAK_SPEC = re.compile(r"^(?:(\d+)@)?(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -51,3 +58,37 @@ def maybe_inject(spec: FaultSpec | None, rank: int, global_step: int, attempt: i
     if spec.mode == "raise":
         raise RuntimeError(spec.describe())
     raise InjectedFault(spec.describe())
+
+
+@dataclass(frozen=True)
+class LeakSpec:
+    mib: int
+    rank: int | None = None  # None: every rank
+
+
+def parse_leak(text: str) -> LeakSpec:
+    match = _LEAK_SPEC.match(text.strip())
+    if not match:
+        raise ConfigError(f"--leak-mib-per-epoch: expected [RANK@]MIB, got {text!r}")
+    rank = int(match.group(1)) if match.group(1) is not None else None
+    return LeakSpec(int(match.group(2)), rank)
+
+
+class HostMemoryLeak:
+    """``--leak-mib-per-epoch``: this rank's deliberate leak (nothing when it is not chosen)."""
+
+    def __init__(self, spec: LeakSpec | None, rank: int) -> None:
+        chosen = spec is not None and spec.rank in (None, rank)
+        self.mib = spec.mib if chosen else 0
+        self.kept: list[mmap.mmap] = []
+
+    def grow(self) -> None:
+        if not self.mib:
+            return
+        # A mapping of its own, with a byte written into each page: new resident memory every
+        # time. A malloc'd buffer can land on free memory the allocator already holds resident
+        # (after torch freed tensors), and then no RSS grows.
+        size = self.mib << 20
+        leaked = mmap.mmap(-1, size)
+        leaked[:: mmap.PAGESIZE] = b"\xa5" * (size // mmap.PAGESIZE)
+        self.kept.append(leaked)

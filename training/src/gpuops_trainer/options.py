@@ -16,7 +16,7 @@ import torch
 from . import __version__
 from .distributed import BACKENDS, DEFAULT_COLLECTIVE_TIMEOUT_S
 from .errors import EXIT_CONFIG, ConfigError
-from .faults import parse_fault
+from .faults import parse_fault, parse_leak
 from .lr import SCHEDULES
 from .models import MODELS
 
@@ -326,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fault drills only: rank RANK fails at global step STEP on the "
         "first attempt; MODE exit (default), raise or kill",
     )
+    state.add_argument(
+        "--leak-mib-per-epoch",
+        default=None,
+        metavar="[RANK@]MIB",
+        help="test hook only, never for real runs: keep MIB MiB more of host memory alive as "
+        "each epoch starts, on every rank or on rank RANK, to prove leak detection",
+    )
     return parser
 
 
@@ -344,6 +351,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.inject_fault is not None:
         try:
             parse_fault(args.inject_fault)
+        except ConfigError as exc:
+            parser.error(f"argument {exc}")
+    if args.leak_mib_per_epoch is not None:
+        try:
+            parse_leak(args.leak_mib_per_epoch)
         except ConfigError as exc:
             parser.error(f"argument {exc}")
     if args.resume not in ("auto", "never") and not os.path.isfile(args.resume):

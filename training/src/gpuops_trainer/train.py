@@ -52,9 +52,10 @@ from .errors import (
     peer_lost,
 )
 from .evaluate import evaluate
-from .faults import parse_fault
+from .faults import HostMemoryLeak, parse_fault, parse_leak
 from .limits import memlock_limits
 from .lr import build_lr_scheduler
+from .memory import MemorySampler, emit_memory
 from .metrics import MetricsWriter, restart_attempt
 from .models import build_model
 from .options import AMP_DTYPES, PROG, parse_args
@@ -253,6 +254,7 @@ class RunContext:
     amp_dtype: torch.dtype | None
     val_loader: DataLoader | None
     val_dataset: Dataset | None
+    memory: MemorySampler
 
 
 def build_ddp_model(
@@ -304,11 +306,20 @@ def resume(ctx: RunContext, checkpoint: dict, path: str) -> None:
     )
 
 
+def record_memory(ctx: RunContext, phase: str, epoch: int | None = None) -> None:
+    """A ``memory`` event at PHASE, at the run's position (or after EPOCH)."""
+    epoch = ctx.state.epoch if epoch is None else epoch
+    emit_memory(ctx.metrics, ctx.memory, phase, epoch=epoch, step=ctx.state.global_step)
+
+
 def save_checkpoint(ctx: RunContext) -> None:
     """Rank 0 writes the run's state at its current position and reports it."""
     if not ctx.dist_info.is_main:
         return
     state = ctx.state
+    # Collecting and serialising the state costs host memory: the sample after the write
+    # shows what stayed, and its rss_peak_bytes whether the write set a new high-water mark.
+    record_memory(ctx, "checkpoint_write_before")
     # The other ranks wait at their next collective meanwhile: this is the run's stall.
     started = time.perf_counter()
     path = ckpt.save_checkpoint(
@@ -337,6 +348,7 @@ def save_checkpoint(ctx: RunContext) -> None:
         bytes=path.stat().st_size,
         seconds=time.perf_counter() - started,
     )
+    record_memory(ctx, "checkpoint_write_after")
 
 
 def checkpoint_mid_epoch(ctx: RunContext) -> None:
@@ -349,7 +361,9 @@ def checkpoint_mid_epoch(ctx: RunContext) -> None:
 
 
 def evaluate_epoch(ctx: RunContext, epoch: int) -> None:
-    """COCO mAP of the model on the validation split after ``epoch``; rank 0 reports it."""
+    """COCO mAP of the model on the validation split after ``epoch``; rank 0 reports it.
+    Every rank reports its memory after it: the GPU peaks are the evaluation's own."""
+    ctx.memory.reset_peaks()
     result = evaluate(
         ctx.model,
         ctx.val_loader,
@@ -371,6 +385,7 @@ def evaluate_epoch(ctx: RunContext, epoch: int) -> None:
             detections=result.detections,
             seconds=result.seconds,
         )
+    record_memory(ctx, "eval_after", epoch)
 
 
 def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> None:
@@ -386,6 +401,9 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         )
     attempt = restart_attempt()
     fault = parse_fault(args.inject_fault) if args.inject_fault else None
+    leak_spec = parse_leak(args.leak_mib_per_epoch) if args.leak_mib_per_epoch else None
+    leak = HostMemoryLeak(leak_spec, dist_info.rank)  # a test hook: off unless asked for
+    memory = MemorySampler(device)
     amp_dtype = AMP_DTYPES[args.amp_dtype] if args.amp else None
 
     # Data: the train split, and the validation split when anything evaluates.
@@ -441,6 +459,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         amp_dtype=amp_dtype,
         val_loader=val_loader,
         val_dataset=val_dataset,
+        memory=memory,
     )
     if checkpoint is not None:
         resume(ctx, checkpoint, resumed_from)
@@ -471,7 +490,10 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         uid=os.getuid(),
         memlock_bytes=memlock_bytes,
         memlock_max_bytes=memlock_max_bytes,
+        memory_cgroup=memory.cgroup.path if memory.cgroup is not None else None,
+        memory_cgroup_version=memory.cgroup.files.version if memory.cgroup is not None else None,
     )
+    record_memory(ctx, "start")  # model, optimizer and data built; nothing trained yet
 
     options = LoopOptions(
         num_classes=dataset.num_classes,
@@ -483,6 +505,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         grad_accum_steps=args.grad_accum_steps,
         amp_dtype=amp_dtype,
         fault=fault,
+        memory=memory,
     )
     progress = ProgressBar.for_rank(dist_info.rank)
     last_evaluated = None
@@ -490,6 +513,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         state.epoch = epoch
         sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every rank
         batch_sampler.skip = state.epoch_batches  # batches a mid-epoch checkpoint already did
+        leak.grow()
+        memory.reset_peaks()  # each epoch's samples show that epoch's GPU peaks
         result = train_one_epoch(
             model,
             optimizer,
@@ -515,6 +540,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
             images_per_s=result.images_per_s,
             seconds=result.seconds,
         )
+        record_memory(ctx, "epoch_end")
         save_checkpoint(ctx)
         state.epoch, state.epoch_batches = epoch + 1, 0
         if args.eval_every_epochs and (epoch + 1) % args.eval_every_epochs == 0:

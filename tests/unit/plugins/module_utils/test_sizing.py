@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -14,6 +15,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
     memory_sizing,
     shm_bytes,
     shm_size,
+    size_memory,
 )
 
 GI = 2**30
@@ -124,3 +126,25 @@ def test_shm_errors_name_the_argument(arguments, keywords, message):
 
 def test_counts_given_as_digit_strings_are_accepted():
     assert shm_size("8", "8", 3 * 800 * 800 * 4, gpus="8") == "16Gi"
+
+
+def test_size_memory_from_a_median_and_a_peak_is_memory_sizing_of_such_samples():
+    assert size_memory(12 * GI, 14 * GI, margin_percent=10) == memory_sizing(
+        ["11Gi", "12Gi", "12Gi", "14Gi"], margin_percent=10
+    )
+    sizing = size_memory(1200 * MI, "1900Mi", margin_percent=20, guaranteed=True)
+    assert (sizing["request"], sizing["limit"], sizing["qos"]) == ("2280Mi", "2280Mi", "Guaranteed")
+
+
+@pytest.mark.parametrize(
+    ("median", "peak", "message"),
+    [
+        (2 * GI, GI, "median (2147483648) must not be above peak (1073741824)"),
+        (0, 0, "peak must be above 0, got 0"),
+        ("lots", GI, "median"),
+        (GI, -1, "peak must be above 0, got -1"),
+    ],
+)
+def test_size_memory_names_what_is_wrong(median, peak, message):
+    with pytest.raises(SizingError, match=re.escape(message)):
+        size_memory(median, peak)

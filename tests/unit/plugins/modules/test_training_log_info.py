@@ -78,3 +78,73 @@ def test_check_mode_reads_the_same(run_module):
     assert run.exit_code == 0
     assert run.result["ranks_reporting"] == [0]
     assert run.result["changed"] is False
+
+
+MiB = 1 << 20
+
+
+def memory_log(rank, leak_mib):
+    """A 5-epoch run whose step samples keep LEAK_MIB more resident memory each epoch."""
+    lines = [metrics(rank, "run_start", backend="gloo")]
+    step = 0
+    for epoch in range(5):
+        for jitter in (0, 3, -2):
+            step += 1
+            rss = (1000 + leak_mib * epoch + jitter) * MiB
+            lines.append(
+                metrics(
+                    rank, "step", epoch=epoch, step=step, memory={"rss_bytes": rss, "rss_peak_bytes": rss}
+                )
+            )
+        lines.append(metrics(rank, "epoch", epoch=epoch, loss=1.0))
+        spike = (1300 + leak_mib * epoch) * MiB
+        lines.append(
+            metrics(rank, "memory", phase="eval_after", epoch=epoch, step=step, memory={"rss_bytes": spike})
+        )
+    lines.append(metrics(rank, "run_end", status="ok"))
+    return "\n".join(lines)
+
+
+def test_memory_per_rank_and_a_leak_are_reported(run_module, tmp_path):
+    (tmp_path / "rank0.log").write_text(memory_log(0, 0))
+    (tmp_path / "rank1.log").write_text(memory_log(1, 40))
+    run = run_module(training_log_info.main, {"paths": ["*.log"], "base_dir": str(tmp_path)})
+    assert run.exit_code == 0 and run.result["changed"] is False
+    rss0 = run.result["ranks"][0]["memory"]["quantities"]["host_rss"]
+    # 15 step samples at 998, 1000 and 1003 MiB and 5 evaluations at 1300: the middle two of 20.
+    assert rss0["median_bytes"] == int(1001.5 * MiB)
+    assert (rss0["peak_bytes"], rss0["peak_phase"], rss0["peak_epoch"]) == (1300 * MiB, "eval_after", 0)
+    assert run.result["memory_leak_tolerance_mib"] == 16
+    assert [(leak["rank"], leak["kind"]) for leak in run.result["memory_leaks"]] == [(1, "host")]
+    assert run.result["memory_leaks"][0]["rate_mib_per_epoch"] == 40.0
+
+
+def test_expect_no_memory_leak_fails_naming_the_rank_and_rate(run_module):
+    run = run_module(
+        training_log_info.main,
+        {"content": memory_log(1, 40), "expect": {"no_memory_leak": True}},
+    )
+    assert run.failed
+    assert run.result["msg"].startswith(
+        "training run check failed:\n- suspected host memory leak on rank 1: its per-epoch minimum "
+        "resident set (RSS) grew by 40.0 MiB per epoch (epochs 1 to 4"
+    )
+
+
+def test_a_larger_tolerance_lets_the_same_growth_pass(run_module):
+    run = run_module(
+        training_log_info.main,
+        {"content": memory_log(1, 40), "memory_leak_tolerance_mib": 64, "expect": {"no_memory_leak": True}},
+    )
+    assert run.exit_code == 0
+    assert run.result["memory_leaks"] == []
+    assert run.result["memory_leak_tolerance_mib"] == 64
+
+
+def test_a_negative_tolerance_is_named(run_module):
+    run = run_module(training_log_info.main, {"content": memory_log(0, 0), "memory_leak_tolerance_mib": -1})
+    assert run.failed
+    assert (
+        run.result["msg"]
+        == "memory_leak_tolerance_mib must be a number of MiB per epoch of at least 0, got -1.0"
+    )
