@@ -15,8 +15,8 @@ Self-contained (the test harness loads it by path to give its own operator the s
 
 from __future__ import annotations
 
-import copy
 import hashlib
+from collections.abc import Mapping
 
 CONFIGMAP_NAME = "training-operator-init-container"
 CONFIG_DIR = "/etc/config"
@@ -47,6 +47,17 @@ _WAIT_FOR_MASTER = (
 )
 
 
+def _plain_copy(value):
+    """A copy of nested mappings and lists as plain dicts and lists. Not copy.deepcopy: on the
+    lazily templated containers Ansible (2.19) hands a filter, deep-copying one Deployment took
+    26 s with upstream's manifests in the play's variables."""
+    if isinstance(value, Mapping):
+        return {key: _plain_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_copy(item) for item in value]
+    return value
+
+
 def init_container_template(cpu, memory):
     """The template file's text: the init container with requests equal to limits."""
     return _TEMPLATE % {"cpu": cpu, "memory": memory, "wait": _WAIT_FOR_MASTER}
@@ -71,14 +82,19 @@ def with_init_container_template(objects, cpu, memory):
     """The operator's objects with the template's ConfigMap (in the Deployment's namespace)
     mounted at /etc/config in its container. Returns new objects; raises ValueError when the
     manifests hold no operator container or it already mounts something at /etc/config."""
-    objects = copy.deepcopy(list(objects))
+    objects = list(objects)
     found = _operator_container(objects)
     if found is None:
         raise ValueError(
             "the manifests hold no Deployment with a container named %s, nor a single Deployment"
             " with a single container" % OPERATOR_CONTAINER
         )
-    deployment, container = found
+    # Only the Deployment changes, so only it is copied (the CRDs are most of the manifests).
+    original, container = found
+    deployment = _plain_copy(original)
+    container = _operator_container([deployment])[1]
+    position = next(index for index, item in enumerate(objects) if item is original)
+    objects[position] = deployment
     namespace = deployment["metadata"].get("namespace")
     pod = deployment["spec"]["template"]["spec"]
     taken = [mount for mount in container.get("volumeMounts") or [] if mount.get("mountPath") == CONFIG_DIR]
@@ -105,5 +121,5 @@ def with_init_container_template(objects, cpu, memory):
         {"name": VOLUME_NAME, "mountPath": CONFIG_DIR, "readOnly": True}
     )
     # Before the Deployment, so that its first pod finds the file.
-    objects.insert(objects.index(deployment), configmap)
+    objects.insert(position, configmap)
     return objects

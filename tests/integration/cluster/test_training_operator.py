@@ -296,7 +296,8 @@ def test_server_rejection_names_the_object(
     manifest.write_text(yaml.safe_dump_all(documents))
     run = run_role("training_operator", role_vars(training_operator_manifests=str(manifest)))
     assert run.rc != 0
-    assert "The API server rejected 1 of the 3 objects of %s:" % manifest in " ".join(run.output.split())
+    # Three objects and the init container template's ConfigMap the role adds.
+    assert "The API server rejected 1 of the 4 objects of %s:" % manifest in " ".join(run.output.split())
     assert (
         '- Deployment %s/training-operator: Deployment.apps "training-operator" is invalid: '
         "spec.template.spec.containers[0].image: Required value" % k8s_namespace
