@@ -117,9 +117,10 @@ def pytorchjob(settings, prefix=ts.PREFIX):
     minimum and maximum with an elastic policy), or with pytorchjob_master a Master and
     nnodes-1 Workers with the rendezvous on the master.
 
-    The Training Operator adds an init container (requests below limits) to every Worker of a
-    job with a Master, which makes those Workers Burstable: Workers only keep every pod
-    Guaranteed. Its restartPolicy ExitCode restarts a pod only for a retryable exit code (128
+    The Training Operator adds an init container to every Worker of a job with a Master:
+    upstream's template (requests below limits) makes those Workers Burstable, the
+    training_operator role's keeps them Guaranteed. Workers only need no init container. Its
+    restartPolicy ExitCode restarts a pod only for a retryable exit code (128
     and above) and fails the job on a permanent one (1-127).
     """
     s = _checked(settings, prefix)
@@ -158,8 +159,8 @@ def pytorchjob(settings, prefix=ts.PREFIX):
         if nnodes > 1:
             replicas["Worker"] = nnodes - 1
     else:
-        # Workers only: with a Master the operator adds an init container with requests below
-        # its limits to every Worker, which makes the Workers Burstable.
+        # Workers only: no init container (with a Master the operator adds one to every Worker,
+        # Guaranteed only with the training_operator role's template).
         command = torchrun_argv(s, "%s-worker-0:%d" % (name, port))
         replicas = {"Worker": nnodes}
     for replica_type, count in replicas.items():

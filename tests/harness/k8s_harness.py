@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -73,6 +74,8 @@ CONTROL_PLANE_PACKAGES = {
     "kwok": "sigs.k8s.io/kwok/cmd/kwok",
 }
 OPERATOR_BINARY = "training-operator"
+# The training_operator role's default init container resources (requests equal to limits).
+OPERATOR_INIT_CONTAINER_RESOURCES = ("100m", "20Mi")
 ALL_BINARIES = (*CONTROL_PLANE_PACKAGES, OPERATOR_BINARY)
 
 
@@ -1312,8 +1315,23 @@ class Harness:
         url = f"https://{LOOPBACK}:{port}/healthz"
         self._wait_ready("kwok", lambda: self._https_ok(url, client_cert=False), 60)
 
+    def _init_container_template(self) -> Path:
+        """The init container template the collection's training_operator role gives a cluster's
+        operator (requests equal to limits), from the same module, so that a PyTorchJob with a
+        Master fits a Guaranteed namespace here as it does there."""
+        spec = importlib.util.spec_from_file_location(
+            "operator_init_container", REPO_ROOT / "plugins" / "module_utils" / "operator_init_container.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        path = self.state_dir / "training-operator" / module.TEMPLATE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(module.init_container_template(*OPERATOR_INIT_CONTAINER_RESOURCES))
+        return path
+
     def _start_training_operator(self) -> None:
         ports = self.ports
+        template = self._init_container_template()
         self._spawn(
             "training-operator",
             [
@@ -1323,6 +1341,7 @@ class Harness:
                 # Its PyTorch init container (nslookup of the master) on a local image: the
                 # real node cannot pull the upstream default. kwok's pods never run it.
                 f"--pytorch-init-container-image={BUSYBOX_IMAGE}",
+                f"--pytorch-init-container-template-file={template}",
             ],
             env={"KUBECONFIG": str(self.kubeconfig)},
         )

@@ -156,6 +156,17 @@ def test_converge_applies_upstreams_objects_and_waits_for_the_controller(install
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith(
         "/kubeflow/training-v1/training-operator:v1-3f15cb8"
     )
+    # The operator reads its PyTorchJob init container from the role's template: requests equal
+    # to limits (upstream's 50m/10Mi against 100m/20Mi would make Workers Burstable).
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "init-container-template", "mountPath": "/etc/config", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    template = get_json(k8s_cluster, "configmap", "training-operator-init-container", "-n", "kubeflow")
+    # Its Go placeholders ({{.MasterAddr}}) read as plain words once their braces are gone.
+    text = template["data"]["initContainer.yaml"].replace("{{.", "").replace("}}", "")
+    resources = yaml.safe_load(text)[0]["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "100m", "memory": "20Mi"}
     pods = get_json(k8s_cluster, "pods", "-n", "kubeflow", "-l", "control-plane=kubeflow-training-operator")[
         "items"
     ]
@@ -285,7 +296,8 @@ def test_server_rejection_names_the_object(
     manifest.write_text(yaml.safe_dump_all(documents))
     run = run_role("training_operator", role_vars(training_operator_manifests=str(manifest)))
     assert run.rc != 0
-    assert "The API server rejected 1 of the 3 objects of %s:" % manifest in " ".join(run.output.split())
+    # Three objects and the init container template's ConfigMap the role adds.
+    assert "The API server rejected 1 of the 4 objects of %s:" % manifest in " ".join(run.output.split())
     assert (
         '- Deployment %s/training-operator: Deployment.apps "training-operator" is invalid: '
         "spec.template.spec.containers[0].image: Required value" % k8s_namespace

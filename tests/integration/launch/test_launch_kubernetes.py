@@ -176,7 +176,7 @@ def test_pytorchjob_runs_to_succeeded_and_verifies_over_ib(
     assert spec["nprocPerNode"] == "1"
     assert spec["runPolicy"]["backoffLimit"] == 3 and spec["runPolicy"]["cleanPodPolicy"] == "None"
     assert spec["runPolicy"]["activeDeadlineSeconds"] == 180 + 60
-    # Workers only: a Master would make the operator add a Burstable init container to the Workers.
+    # Workers only by default: no init container, and the rendezvous on worker 0.
     assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
     assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     assert spec["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
@@ -312,9 +312,13 @@ def test_a_socket_fallback_under_the_ib_profile_fails_with_the_remedy(
     }
     command = assert_pod_practices(pods["master"], "pytorch")
     assert "--rdzv-endpoint=%s-master-0:29400" % job["metadata"]["name"] in command
-    # The operator's init container (requests below limits) makes the Worker Burstable.
-    assert [c["name"] for c in pods["worker"]["spec"]["initContainers"]] == ["init-pytorch"]
-    assert pods["worker"]["status"]["qosClass"] == "Burstable"
+    # The operator's init container comes from the template the training_operator role gives
+    # it (the harness's operator reads the same one): requests equal to limits, so the Worker
+    # stays Guaranteed (upstream's template would make it Burstable).
+    (init,) = pods["worker"]["spec"]["initContainers"]
+    assert init["name"] == "init-pytorch"
+    assert init["resources"]["requests"] == init["resources"]["limits"] == {"cpu": "100m", "memory": "20Mi"}
+    assert pods["worker"]["status"]["qosClass"] == "Guaranteed"
 
 
 def test_a_locked_memory_limit_under_the_ib_profile_fails_with_the_remedy(

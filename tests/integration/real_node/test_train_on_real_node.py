@@ -53,10 +53,14 @@ def test_provision_nodes_proves_the_dropin_on_fresh_containers_and_changes_nothi
     assert "real-node-0                : ok=" in again.output and " changed=0 " in again.output, again
 
 
-@pytest.mark.parametrize("launcher", ["pytorchjob", "indexed_job"])
+@pytest.mark.parametrize(
+    ("launcher", "master"),
+    [("pytorchjob", False), ("indexed_job", False), ("pytorchjob", True)],
+    ids=["pytorchjob", "indexed_job", "pytorchjob-master"],
+)
 def test_two_pods_train_on_the_real_node_and_pass_verification(
     k8s_cluster, real_node, provisioned_node, run_playbook, node_inventory_env, training_namespace, tmp_path,
-    launcher,
+    launcher, master,
 ):  # fmt: skip
     run, run_dir, summary = train(
         run_playbook,
@@ -64,6 +68,7 @@ def test_two_pods_train_on_the_real_node_and_pass_verification(
         training_namespace,
         tmp_path / "runs",
         training_job_launcher=launcher,
+        training_job_pytorchjob_master=master,
     )
     assert run.rc == 0, run
     assert "PASSED (2/2 ranks reported" in run.output
@@ -80,6 +85,14 @@ def test_two_pods_train_on_the_real_node_and_pass_verification(
     ]
     assert pods and all(pod["spec"]["nodeName"] == real_node.name for pod in pods)
     assert all(pod["status"]["qosClass"] == "Guaranteed" for pod in pods)
+    if master:
+        # The operator's init container on the Worker, from the template the harness gives it
+        # (the training_operator role's): requests equal to limits, so the namespace's
+        # LimitRange admits the pod and it stays Guaranteed.
+        (worker,) = [pod for pod in pods if "-worker-" in pod["metadata"]["name"]]
+        (init,) = worker["spec"]["initContainers"]
+        assert init["name"] == "init-pytorch"
+        assert init["resources"]["requests"] == init["resources"]["limits"], init["resources"]
     assert len(list((run_dir / "logs").glob("*.log"))) == 2
     assert "report.html" in {path.name for path in run_dir.iterdir()}
 

@@ -39,14 +39,15 @@ func main() {
 		config.PyTorchInitContainerImageDefault, "image of the PyTorch init container")
 	flag.IntVar(&config.Config.PyTorchInitContainerMaxTries, "pytorch-init-container-max-tries",
 		config.PyTorchInitContainerMaxTriesDefault, "tries of the PyTorch init container")
+	// Empty keeps the operator's built-in template; the harness passes the file the
+	// collection's training_operator role gives a cluster's operator (requests equal to limits).
+	flag.StringVar(&config.Config.PyTorchInitContainerTemplateFile, "pytorch-init-container-template-file", "",
+		"the PyTorch init container template (YAML); empty: the built-in one, not a file on the host")
 	flag.StringVar(&config.Config.MPIKubectlDeliveryImage, "mpi-kubectl-delivery-image",
 		config.MPIKubectlDeliveryImageDefault, "image of the MPI launcher init container")
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	// An empty template path makes the operator use its built-in init
-	// container template instead of reading a file from the host.
-	config.Config.PyTorchInitContainerTemplateFile = ""
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := run(metricsAddr, probeAddr, controllerThreads); err != nil {
