@@ -229,3 +229,32 @@ def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_va
     assert run.rc != 0, run
     assert message in " ".join(run.output.split()), run
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_sigkilled_rank_is_named_with_the_oom_killer_and_its_last_memory_sample(run_playbook, tmp_path):
+    # The fault drill's kill mode: rank 1 sends itself SIGKILL at step 3, as the OOM killer would.
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {
+            "training_job_runs_dir": str(tmp_path),
+            "training_job_inject_fault": "1@3:kill",
+            "training_job_epochs": 2,
+        },
+    )
+    assert run.rc != 0, run
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    first = summary["failures"][0].splitlines()[0]
+    print(first)
+    assert first.startswith("rank 1 exited on host ")
+    assert (
+        " with exit code -9 (first failure), killed by SIGKILL (the kernel's OOM killer sends it when memory "
+        "runs out); last memory sample: RSS "
+    ) in first
+    # Its last sample is the step record before the kill (print-freq 2: step 2), phase train.
+    assert first.endswith("in phase train (epoch 0, step 2)")
+    assert "killed by SIGKILL (the kernel's OOM killer sends it when memory runs out)" in " ".join(
+        run.output.split()
+    )
