@@ -4,7 +4,13 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+import json
+
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import (
+    QuantityError,
+    format_bytes,
+    parse_quantity,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
     DEFAULT_NCCL_PER_GPU,
     SizingError,
@@ -424,3 +430,138 @@ def _loader_shm(loader, ranks, training):
 
 def _percent_text(value):
     return "%g" % float(value)
+
+
+# -- sizing the next run from an earlier run's summary (train.yml -e training_job_memory_from_run=ID) --
+
+FROM_RUN = "training_job_memory_from_run"
+
+
+class MemoryFromRunError(ValueError):
+    """An earlier run's summary cannot size this run; the message names training_job_memory_from_run."""
+
+
+def memory_from_run(summary, run_id, memory=None, shm_size=None, default_memory=None, default_shm_size=""):
+    """The pod memory (and /dev/shm size) an earlier run's summary recommends, for the
+    training_job role's ``training_job_memory`` and ``training_job_shm_size``.
+
+    ``summary`` is the run's summary.json (its text or the parsed dict). The pods request and
+    limit the recommended limit (the run's peak plus its buffer: the role's pods are
+    Guaranteed); the /dev/shm size is the recommendation's ``shm_bytes`` rounded up to whole Gi,
+    when it has one. ``memory`` and ``shm_size`` are the values set now: one other than its
+    default (``default_memory``, ``default_shm_size``) that differs from the recommendation is a
+    conflict. Returns ``memory``, ``shm_size`` (None: leave it), ``request``, ``limit``,
+    ``shm_bytes``, ``basis``, ``host``, ``ranks``, ``recommendation`` (its statement) and
+    ``lines`` (what to show before the launch). Raises MemoryFromRunError.
+    """
+    where = "run %s's summary.json" % run_id
+    if isinstance(summary, (str, bytes)):
+        try:
+            summary = json.loads(summary)
+        except ValueError as error:
+            raise MemoryFromRunError(
+                "%s: %s is not JSON (%s); expected the summary training_verify writes"
+                % (FROM_RUN, where, error)
+            ) from error
+    if not isinstance(summary, dict) or summary.get("schema") != SUMMARY_SCHEMA:
+        raise MemoryFromRunError(
+            "%s: %s is not a run summary (schema %s); expected the summary.json training_verify writes"
+            % (FROM_RUN, where, SUMMARY_SCHEMA)
+        )
+    recommendation = (summary.get("memory") or {}).get("recommendation")
+    if not isinstance(recommendation, dict) or not recommendation.get("limit"):
+        raise MemoryFromRunError(
+            "%s: %s has no memory recommendation (memory.recommendation is %s): its ranks recorded no "
+            "memory (a trainer from before memory records, or ranks that never started); expected a run "
+            "whose summary recommends a memory request and limit"
+            % (FROM_RUN, where, json.dumps(recommendation))
+        )
+    limit = str(recommendation["limit"])
+    try:
+        limit_bytes = parse_quantity(limit, "memory.recommendation.limit")
+    except QuantityError as error:
+        raise MemoryFromRunError(
+            "%s: %s recommends a limit that is not a memory quantity: %s" % (FROM_RUN, where, error)
+        ) from error
+    shm = recommendation.get("shm_bytes")
+    shm_text = (
+        format_bytes(shm, "Gi") if isinstance(shm, int) and not isinstance(shm, bool) and shm > 0 else None
+    )
+    conflicts = []
+    if _is_set(memory, default_memory) and _quantity(memory, "training_job_memory") != limit_bytes:
+        conflicts.append(
+            "training_job_memory is %s, the run recommends %s (its limit: peak plus buffer)" % (memory, limit)
+        )
+    if (
+        shm_text is not None
+        and _is_set(shm_size, default_shm_size)
+        and _quantity(shm_size, "training_job_shm_size") != parse_quantity(shm_text)
+    ):
+        conflicts.append("training_job_shm_size is %s, the run recommends %s" % (shm_size, shm_text))
+    if conflicts:
+        raise MemoryFromRunError(
+            "%s=%s conflicts with values set explicitly: %s; expected either the recommendation or an "
+            "explicit value, not both: drop training_job_memory_from_run, or leave those variables at "
+            "their defaults (training_job_memory %s, training_job_shm_size %s)"
+            % (FROM_RUN, run_id, "; ".join(conflicts), default_memory, json.dumps(default_shm_size))
+        )
+    ranks = recommendation.get("ranks") or []
+    lines = [
+        "training_job_memory: %s, requested and limited alike (Guaranteed QoS): the limit run %s recommends "
+        "(peak %s plus its buffer; its request, the median, was %s)"
+        % (
+            limit,
+            run_id,
+            format_bytes(recommendation["peak_bytes"], "Mi")
+            if isinstance(recommendation.get("peak_bytes"), int)
+            else "unknown",
+            recommendation.get("request"),
+        ),
+        "training_job_shm_size: %s"
+        % (
+            "%s, the /dev/shm size in the recommendation of run %s" % (shm_text, run_id)
+            if shm_text
+            else "left as it is (the recommendation of run %s carries no /dev/shm size)" % run_id
+        ),
+        "measured on %s with %d rank%s per container, from %s"
+        % (
+            recommendation.get("host"),
+            len(ranks),
+            "" if len(ranks) == 1 else "s",
+            "the pod's memory cgroup working set"
+            if recommendation.get("basis") == "cgroup_working_set"
+            else "the ranks' resident sets",
+        ),
+    ]
+    return {
+        "run_id": run_id,
+        "memory": limit,
+        "shm_size": shm_text,
+        "request": recommendation.get("request"),
+        "limit": limit,
+        "shm_bytes": shm if shm_text else None,
+        "basis": recommendation.get("basis"),
+        "host": recommendation.get("host"),
+        "ranks": ranks,
+        "recommendation": recommendation.get("statement"),
+        "lines": lines,
+    }
+
+
+def _is_set(value, default):
+    """Whether a value was set to something other than its default (and not left empty)."""
+    if value is None or str(value).strip() == "":
+        return False
+    if default is None or str(default).strip() == "":
+        return True
+    try:
+        return parse_quantity(value) != parse_quantity(default)
+    except QuantityError:
+        return str(value) != str(default)
+
+
+def _quantity(value, what="quantity"):
+    try:
+        return parse_quantity(value, what)
+    except QuantityError as error:
+        raise MemoryFromRunError("%s: %s" % (FROM_RUN, error)) from error
