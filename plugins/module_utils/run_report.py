@@ -12,8 +12,10 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
     parse_quantity,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
+    DEFAULT_GPU_RESOURCE,
     DEFAULT_NCCL_PER_GPU,
     SizingError,
+    node_share,
     shm_bytes,
     size_memory,
 )
@@ -31,6 +33,10 @@ DEFAULT_MEMORY_OPTIONS = {
     "limit_margin_percent": 10,  # warn when a rank's peak came within this of its cgroup limit
     "leak_fails": False,  # a suspected leak fails the verdict instead of warning
     "loader": None,  # the DataLoader: workers, batch_size, sample_bytes (for /dev/shm)
+    # The node's allocatable resources ({'memory': ..., 'nvidia.com/gpu': ...}), or per node name:
+    # the recommendation then states the pod's share of the node's RAM and GPUs.
+    "node_allocatable": None,
+    "gpu_resource": DEFAULT_GPU_RESOURCE,
 }
 
 
@@ -216,13 +222,17 @@ def memory_section(run, training, options=None):
             }
             for message in leak_messages
         )
+    recommendation = _recommendation(run, training, ranks, options)
+    share_warning = _node_share(run, recommendation, training, options)
+    if share_warning:
+        warnings.append(share_warning)
     return {
         "buffer_percent": buffer_percent,
         "limit_margin_percent": options["limit_margin_percent"],
         "leak_tolerance_mib": tolerance,
         "leak_fails": bool(options["leak_fails"]),
         "ranks": ranks,
-        "recommendation": _recommendation(run, training, ranks, options),
+        "recommendation": recommendation,
         "leaks": leaks,
         "warnings": warnings,
         "failures": leak_messages if options["leak_fails"] else [],
@@ -399,6 +409,79 @@ def _recommendation(run, training, ranks, options):
         "qos": sizing["qos"],
         "resources": sizing["resources"],
         "statement": statement,
+    }
+
+
+def _pod_gpus(run, recommendation, training):
+    """The GPUs of the recommended pod: what a cluster launcher's pods requested
+    (``gpus_per_pod`` in its run record), else one per rank of it on a CUDA run, none on a CPU run."""
+    requested = run.get("gpus_per_pod")
+    if isinstance(requested, str) and requested.strip().isdigit():
+        requested = int(requested)
+    if isinstance(requested, int) and not isinstance(requested, bool) and requested >= 0:
+        return requested
+    return len(recommendation["ranks"]) if str(training.get("device") or "").startswith("cuda") else 0
+
+
+def _node_share(run, recommendation, training, options):
+    """Add to the recommendation the pod's share of its node's RAM (its recommended limit) next
+    to its share of the node's GPUs, when the node's allocatable is known; return a warning when
+    the RAM share is the larger (the pod would strand GPUs) or the pod does not fit the node."""
+    allocatable = options.get("node_allocatable")
+    if recommendation is None or not allocatable:
+        return None
+    nodes = {rank.get("rank"): rank.get("node") for rank in training.get("ranks") or []}
+    node = next((nodes.get(rank) for rank in recommendation["ranks"] if nodes.get(rank)), None)
+    if "memory" not in allocatable:  # per node name
+        known = list(allocatable.values())
+        if node in allocatable:
+            allocatable = allocatable[node]
+        elif len(allocatable) == 1:
+            node, allocatable = next(iter(allocatable.items()))
+        elif all(resources == known[0] for resources in known):
+            allocatable = known[0]  # the run's nodes are alike: whichever the pod ran on
+        else:
+            recommendation["node"], recommendation["node_share"] = node, None
+            recommendation["statement"] += " The allocatable resources of its node (%s) are not known." % node
+            return None
+    gpus = _pod_gpus(run, recommendation, training)
+    gpu_resource = options.get("gpu_resource") or DEFAULT_GPU_RESOURCE
+    recommendation["node"] = node
+    try:
+        share = node_share(recommendation["limit"], gpus, allocatable, gpu_resource)
+    except SizingError as error:
+        recommendation["node_share"] = None
+        recommendation["statement"] += " It does not fit its node%s: %s." % (
+            " " + node if node else "",
+            error,
+        )
+        return {
+            "what": "memory: the recommended pod does not fit its node%s: %s"
+            % (" " + node if node else "", error),
+            "remedy": "run fewer ranks per pod or on nodes with more memory and GPUs",
+        }
+    recommendation["node_share"] = share
+    recommendation["statement"] += " " + share["statement"]
+    if not share["strands_gpus"]:
+        return None
+    return {
+        "what": "memory: the recommended pod (%s, %d GPU%s) takes %.1f %% of the memory of %s but %.1f %% of "
+        "its GPUs: %d such pod%s fill its memory and leave %d of its %d GPUs stranded"
+        % (
+            share["pod_memory"],
+            share["pod_gpus"],
+            "" if share["pod_gpus"] == 1 else "s",
+            100 * share["memory_share"],
+            "node " + node if node else "the node",
+            100 * share["gpu_share"],
+            share["pods_per_node"],
+            "" if share["pods_per_node"] == 1 else "s",
+            share["stranded_gpus"],
+            share["node_gpus"],
+        ),
+        "remedy": "keep the pod's memory at or below %s (the node's RAM per GPU times its GPUs): lower what "
+        "the peak phase holds (batch size, DataLoader workers and prefetch, checkpoint size), or give the "
+        "pod more GPUs" % share["fair_memory"],
     }
 
 

@@ -388,3 +388,51 @@ def test_memory_from_run_fails_before_anything_starts(run_playbook, tmp_path, fi
     assert run.rc != 0, run
     assert message in " ".join(run.output.split()), run
     assert [path.name for path in runs_dir.iterdir()] == (["r0"] if fixture else [])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_re_verifying_against_a_nodes_allocatable_states_the_ram_and_gpu_shares_and_warns(
+    run_with_loader_workers, tmp_path
+):
+    from playbook_runner import run_role_locally
+
+    first = run_with_loader_workers
+    assert first.run.rc == 0, first.run
+    run_dir = first.run_dir
+    record = {
+        "launcher": "local",
+        "run_id": run_dir.name,
+        "run_dir": str(run_dir),
+        "world_size": 2,
+        "rc": 0,
+        "timed_out": False,
+        "log_paths": [str(run_dir / "logs" / "**" / "*.log"), str(run_dir / "launcher.log")],
+        # As if the container had held one GPU of a node with 16Gi and 8 GPUs: its ~2.4Gi limit
+        # is some 15 % of the node's RAM against 12.5 % of its GPUs.
+        "gpus_per_pod": 1,
+    }
+    run = run_role_locally(
+        "training_verify",
+        {
+            "training_verify_run": record,
+            "training_verify_report_dir": str(tmp_path),
+            "training_verify_report_plots": False,
+            "training_verify_loader_workers": 1,
+            "training_verify_node_allocatable": {"memory": "16Gi", "nvidia.com/gpu": 8},
+        },
+    )
+    assert run.rc == 0, run  # a warning: the run still passes
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    recommendation = summary["memory"]["recommendation"]
+    share = recommendation["node_share"]
+    print(recommendation["statement"])
+    assert (share["node_memory"], share["node_gpus"], share["pod_gpus"]) == ("16Gi", 8, 1)
+    assert share["memory_share"] > share["gpu_share"] == 0.125 and share["strands_gpus"] is True
+    assert share["fair_memory"] == "2Gi"
+    warning = next(w for w in summary["warnings"] if "GPUs stranded" in w)
+    assert warning.startswith("memory: the recommended pod (%s, 1 GPU) takes " % recommendation["limit"])
+    assert share["statement"] in (tmp_path / "report.md").read_text()
+    output = " ".join(run.output.split())
+    assert "WARNING: " + warning in output
+    assert "of its GPUs (1 of 8 nvidia.com/gpu): a larger share of RAM than of GPUs" in output
