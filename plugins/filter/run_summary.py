@@ -20,6 +20,8 @@ description:
     O(memory.buffer_percent)), and warnings - a rank whose peak came within O(memory.limit_margin_percent)
     of its cgroup limit (naming the phase), each suspected leak - which also appear in C(warnings); with
     O(memory.leak_fails) a suspected leak is a failure instead.
+  - With O(memory.node_allocatable) the recommendation also states the pod's share of the node's RAM next to its
+    share of the node's GPUs, and warns when the RAM share is the larger (the pod would strand GPUs).
   - The recommendation is for the busiest host or pod; on a cluster launcher it comes from the pod's
     memory cgroup working set when the ranks report it, else from the ranks' resident sets summed plus
     C(/dev/shm) for the DataLoader workers (sized as the P(gpuops.training.shm_size#filter) filter does).
@@ -59,6 +61,19 @@ options:
             C(workers) (per rank), C(batch_size) and C(sample_bytes) (one decoded sample). Left out, no
             C(/dev/shm) is added.
         type: dict
+      node_allocatable:
+        description:
+          - The allocatable resources of the node the pod runs on, as its Node object writes them
+            (C(memory) and C(nvidia.com/gpu), such as V(1056Gi) and V(8)), or a mapping of node names to them (the node of the
+            recommended pod's ranks is taken).
+          - The recommendation then states the pod's share of the node's memory (its recommended limit) next to its
+            share of the node's GPUs (one per rank on a CUDA run, none on a CPU run), and a warning says how many GPUs
+            pods of that size would strand when the RAM share is the larger.
+        type: dict
+      gpu_resource:
+        description: The node's resource name of the GPUs.
+        type: str
+        default: nvidia.com/gpu
 """
 
 EXAMPLES = r"""
@@ -86,13 +101,16 @@ _value:
     - C(memory) has C(ranks) (per rank C(rss_median_bytes), C(rss_peak_bytes), C(rss_peak_phase),
       C(rss_peak_epoch), C(rss_peak_step), the cgroup working set's and the GPU's figures, and the C(request)
       and C(limit) its own resident set asks for), C(recommendation) (C(basis), C(host), C(ranks),
-      C(median_bytes), C(peak_bytes), C(shm_bytes), C(request), C(limit), C(qos), C(resources) and a
-      C(statement); null when no rank reported memory), C(leaks) and C(warnings).
+      C(median_bytes), C(peak_bytes), C(shm_bytes), C(request), C(limit), C(qos), C(resources), with
+      O(memory.node_allocatable) C(node) and C(node_share) (C(memory_share), C(gpu_share), C(fair_memory),
+      C(pods_per_node), C(stranded_gpus), C(strands_gpus), C(statement)), and a C(statement); null when no
+      rank reported memory), C(leaks) and C(warnings).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import QuantityError, parse_quantity
 from ansible_collections.gpuops.training.plugins.module_utils.run_report import build_run_summary
 
 
@@ -150,10 +168,59 @@ def _memory_options(memory):
                 % (loader,)
             )
         options["loader"] = loader
+    gpu_resource = memory.get("gpu_resource")
+    if gpu_resource is not None:
+        if not isinstance(gpu_resource, str) or not gpu_resource.strip():
+            raise AnsibleFilterError(
+                "run_summary: memory.gpu_resource must be a resource name such as nvidia.com/gpu, got %r"
+                % (gpu_resource,)
+            )
+        options["gpu_resource"] = gpu_resource.strip()
+    allocatable = memory.get("node_allocatable")
+    if allocatable:
+        options["node_allocatable"] = _node_allocatable(
+            allocatable, options.get("gpu_resource") or "nvidia.com/gpu"
+        )
     return options
 
 
-MEMORY_OPTIONS = ("buffer_percent", "limit_margin_percent", "leak_fails", "loader")
+def _node_allocatable(allocatable, gpu_resource):
+    """The node's allocatable resources, or a mapping of node names to them, checked."""
+    expected = (
+        "a node's allocatable resources such as {'memory': '1056Gi', '%s': 8}, or a mapping of node names to them"
+        % gpu_resource
+    )
+    if not isinstance(allocatable, dict):
+        raise AnsibleFilterError(
+            "run_summary: memory.node_allocatable must be %s, got %r" % (expected, allocatable)
+        )
+    nodes = {None: allocatable} if "memory" in allocatable else allocatable
+    for node, resources in nodes.items():
+        what = "memory.node_allocatable" + ("" if node is None else "[%r]" % (node,))
+        if not isinstance(resources, dict) or "memory" not in resources:
+            raise AnsibleFilterError("run_summary: %s must be %s, got %r" % (what, expected, resources))
+        try:
+            parse_quantity(resources["memory"], what + ".memory")
+        except QuantityError as error:
+            raise AnsibleFilterError("run_summary: %s" % error) from error
+        count = resources.get(gpu_resource, 0)
+        if isinstance(count, bool) or not (
+            (isinstance(count, int) and count >= 0) or (isinstance(count, str) and count.strip().isdigit())
+        ):
+            raise AnsibleFilterError(
+                "run_summary: %s[%r] must be a whole number of GPUs, got %r" % (what, gpu_resource, count)
+            )
+    return allocatable
+
+
+MEMORY_OPTIONS = (
+    "buffer_percent",
+    "limit_margin_percent",
+    "leak_fails",
+    "loader",
+    "node_allocatable",
+    "gpu_resource",
+)
 
 
 class FilterModule:

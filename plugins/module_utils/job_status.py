@@ -15,7 +15,8 @@ feed YAML fixtures:
 - :func:`pod_state` reads one pod: its phase, and what holds it up - the scheduler's reason
   (``Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu``), a container
   that cannot start (``ImagePullBackOff``, ``CrashLoopBackOff``, ...), restarts, or the exit
-  code and reason of a failed container.
+  code and reason of a failed container; :func:`container_kills` the containers the OOM killer
+  (reason ``OOMKilled``) or a SIGKILL (exit code 137) ended, now or before a restart.
 - :func:`judge` puts both together into a verdict with pod counts, the slow and stuck pods and
   a one-line progress report; :func:`timeout_message` and :func:`failure_message` name every
   pod that did not finish, with its state.
@@ -45,6 +46,12 @@ STUCK_REASONS = (
     "RunContainerError",
 )
 DEFAULT_SLOW_AFTER_S = 120
+# A container killed by SIGKILL exits 128 + 9; the kubelet adds the reason OOMKilled when the
+# kernel's OOM killer did it at the container's (or the pod's) memory limit.
+SIGKILL_EXIT_CODE = 137
+OOM_REASON = "OOMKilled"
+OOM_NOTE = "the kernel's OOM killer stopped it at its memory limit"
+SIGKILL_NOTE = "killed by SIGKILL (the kernel's OOM killer sends it when memory runs out)"
 
 
 def parse_time(text):
@@ -197,6 +204,7 @@ def pod_state(pod, now=None, slow_after=DEFAULT_SLOW_AFTER_S):
         "stuck": False,
         "slow": False,
         "deleting": bool(metadata.get("deletionTimestamp")),
+        "kills": container_kills(pod),
     }
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
     waiting = [
@@ -225,23 +233,114 @@ def pod_state(pod, now=None, slow_after=DEFAULT_SLOW_AFTER_S):
                 state.update(reason=reason, detail="container %s: %s" % (name, info.get("message") or reason))
         if not state["reason"] and restarts:
             state.update(reason="Restarted", detail="restarted %d times" % restarts)
+            killed = [kill for kill in state["kills"] if kill["previous"]]
+            if killed:
+                state["detail"] += ", the last time after exit code %s (%s)" % (
+                    killed[0]["exit_code"],
+                    kill_note(killed[0]),
+                )
     if phase == "Pending" and status.get("reason"):
         state["reason"] = state["reason"] or status["reason"]
     state["slow"] = state["stuck"] or (phase == "Pending" and age is not None and age >= slow_after)
     return state
 
 
+def _exit_code(terminated):
+    try:
+        return int(terminated.get("exitCode") or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _container_limit(pod, name):
+    """The memory limit of the pod's container ``name`` as written in its spec, or None."""
+    spec = pod.get("spec") or {}
+    for container in list(spec.get("initContainers") or []) + list(spec.get("containers") or []):
+        if isinstance(container, dict) and container.get("name") == name:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            return str(limits["memory"]) if limits.get("memory") is not None else None
+    return None
+
+
+def container_kills(pod):
+    """The pod's containers that the OOM killer ended (reason ``OOMKilled``) or a SIGKILL did
+    (exit code 137), in their current state or the last one before a restart.
+
+    Each is a dict: ``pod``, ``container``, ``exit_code``, ``reason``, ``oom_killed`` (the
+    kubelet said OOMKilled), ``previous`` (the container was restarted since: its log is the
+    previous one), ``finished_at`` (seconds since the epoch, or None), ``restarts`` and
+    ``memory_limit`` (the container's limit in its spec, or None).
+    """
+    metadata = pod.get("metadata") or {}
+    kills = []
+    for container in _container_statuses(pod):
+        if not isinstance(container, dict):
+            continue
+        for key, previous in (("state", False), ("lastState", True)):
+            terminated = (container.get(key) or {}).get("terminated") or {}
+            if not isinstance(terminated, dict) or not terminated:
+                continue
+            code, reason = _exit_code(terminated), terminated.get("reason") or ""
+            if reason != OOM_REASON and code != SIGKILL_EXIT_CODE:
+                continue
+            kills.append(
+                {
+                    "pod": metadata.get("name"),
+                    "namespace": metadata.get("namespace"),
+                    "container": container.get("name"),
+                    "exit_code": code,
+                    "reason": reason,
+                    "oom_killed": reason == OOM_REASON,
+                    "previous": previous,
+                    "finished_at": parse_time(terminated.get("finishedAt")),
+                    "restarts": int(container.get("restartCount") or 0),
+                    "memory_limit": _container_limit(pod, container.get("name")),
+                }
+            )
+    return kills
+
+
+def kill_note(kill):
+    """``OOMKilled: the kernel's OOM killer stopped it at its memory limit of 4Gi``, or for a
+    SIGKILL without that reason, ``killed by SIGKILL (the kernel's OOM killer sends it when
+    memory runs out)``."""
+    if kill.get("oom_killed"):
+        return "%s: %s%s" % (
+            OOM_REASON,
+            OOM_NOTE,
+            " of %s" % kill["memory_limit"] if kill.get("memory_limit") else "",
+        )
+    return SIGKILL_NOTE
+
+
+def describe_kill(kill):
+    """``pod training/x-0: container trainer exited with code 137 (OOMKilled: ...)``; the
+    container before a restart is called the previous one."""
+    where = "%s/%s" % (kill["namespace"], kill["pod"]) if kill.get("namespace") else kill.get("pod")
+    return "pod %s: %scontainer %s exited with code %s (%s)" % (
+        where,
+        "the previous " if kill.get("previous") else "",
+        kill.get("container"),
+        kill.get("exit_code"),
+        kill_note(kill),
+    )
+
+
 def _failed(state, pod):
     status = pod.get("status") or {}
     for container in _container_statuses(pod):
         terminated = (container.get("state") or {}).get("terminated") or {}
-        if terminated and int(terminated.get("exitCode") or 0) != 0:
-            state["exit_code"] = int(terminated.get("exitCode"))
+        if terminated and _exit_code(terminated) != 0:
+            state["exit_code"] = _exit_code(terminated)
             state["reason"] = terminated.get("reason") or "Error"
-            state["detail"] = "container %s exited with code %d (%s)%s" % (
+            kill = next(
+                (k for k in state["kills"] if k["container"] == container.get("name") and not k["previous"]),
+                None,
+            )
+            state["detail"] = "container %s exited with code %s (%s)%s" % (
                 container.get("name"),
                 state["exit_code"],
-                state["reason"],
+                kill_note(kill) if kill else state["reason"],
                 (": " + terminated["message"].strip()) if terminated.get("message") else "",
             )
             return
@@ -256,9 +355,10 @@ def _last_exit(state, pod, name):
         terminated = (container.get("lastState") or {}).get("terminated") or {}
         if terminated:
             state["exit_code"] = terminated.get("exitCode")
+            kill = next((k for k in state["kills"] if k["container"] == name and k["previous"]), None)
             state["detail"] += " (last exit code %s, %s)" % (
                 terminated.get("exitCode"),
-                terminated.get("reason"),
+                kill_note(kill) if kill else terminated.get("reason"),
             )
 
 

@@ -4,10 +4,18 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+import json
+
+from ansible_collections.gpuops.training.plugins.module_utils.quantities import (
+    QuantityError,
+    format_bytes,
+    parse_quantity,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
+    DEFAULT_GPU_RESOURCE,
     DEFAULT_NCCL_PER_GPU,
     SizingError,
+    node_share,
     shm_bytes,
     size_memory,
 )
@@ -25,6 +33,10 @@ DEFAULT_MEMORY_OPTIONS = {
     "limit_margin_percent": 10,  # warn when a rank's peak came within this of its cgroup limit
     "leak_fails": False,  # a suspected leak fails the verdict instead of warning
     "loader": None,  # the DataLoader: workers, batch_size, sample_bytes (for /dev/shm)
+    # The node's allocatable resources ({'memory': ..., 'nvidia.com/gpu': ...}), or per node name:
+    # the recommendation then states the pod's share of the node's RAM and GPUs.
+    "node_allocatable": None,
+    "gpu_resource": DEFAULT_GPU_RESOURCE,
 }
 
 
@@ -210,13 +222,17 @@ def memory_section(run, training, options=None):
             }
             for message in leak_messages
         )
+    recommendation = _recommendation(run, training, ranks, options)
+    share_warning = _node_share(run, recommendation, training, options)
+    if share_warning:
+        warnings.append(share_warning)
     return {
         "buffer_percent": buffer_percent,
         "limit_margin_percent": options["limit_margin_percent"],
         "leak_tolerance_mib": tolerance,
         "leak_fails": bool(options["leak_fails"]),
         "ranks": ranks,
-        "recommendation": _recommendation(run, training, ranks, options),
+        "recommendation": recommendation,
         "leaks": leaks,
         "warnings": warnings,
         "failures": leak_messages if options["leak_fails"] else [],
@@ -396,6 +412,79 @@ def _recommendation(run, training, ranks, options):
     }
 
 
+def _pod_gpus(run, recommendation, training):
+    """The GPUs of the recommended pod: what a cluster launcher's pods requested
+    (``gpus_per_pod`` in its run record), else one per rank of it on a CUDA run, none on a CPU run."""
+    requested = run.get("gpus_per_pod")
+    if isinstance(requested, str) and requested.strip().isdigit():
+        requested = int(requested)
+    if isinstance(requested, int) and not isinstance(requested, bool) and requested >= 0:
+        return requested
+    return len(recommendation["ranks"]) if str(training.get("device") or "").startswith("cuda") else 0
+
+
+def _node_share(run, recommendation, training, options):
+    """Add to the recommendation the pod's share of its node's RAM (its recommended limit) next
+    to its share of the node's GPUs, when the node's allocatable is known; return a warning when
+    the RAM share is the larger (the pod would strand GPUs) or the pod does not fit the node."""
+    allocatable = options.get("node_allocatable")
+    if recommendation is None or not allocatable:
+        return None
+    nodes = {rank.get("rank"): rank.get("node") for rank in training.get("ranks") or []}
+    node = next((nodes.get(rank) for rank in recommendation["ranks"] if nodes.get(rank)), None)
+    if "memory" not in allocatable:  # per node name
+        known = list(allocatable.values())
+        if node in allocatable:
+            allocatable = allocatable[node]
+        elif len(allocatable) == 1:
+            node, allocatable = next(iter(allocatable.items()))
+        elif all(resources == known[0] for resources in known):
+            allocatable = known[0]  # the run's nodes are alike: whichever the pod ran on
+        else:
+            recommendation["node"], recommendation["node_share"] = node, None
+            recommendation["statement"] += " The allocatable resources of its node (%s) are not known." % node
+            return None
+    gpus = _pod_gpus(run, recommendation, training)
+    gpu_resource = options.get("gpu_resource") or DEFAULT_GPU_RESOURCE
+    recommendation["node"] = node
+    try:
+        share = node_share(recommendation["limit"], gpus, allocatable, gpu_resource)
+    except SizingError as error:
+        recommendation["node_share"] = None
+        recommendation["statement"] += " It does not fit its node%s: %s." % (
+            " " + node if node else "",
+            error,
+        )
+        return {
+            "what": "memory: the recommended pod does not fit its node%s: %s"
+            % (" " + node if node else "", error),
+            "remedy": "run fewer ranks per pod or on nodes with more memory and GPUs",
+        }
+    recommendation["node_share"] = share
+    recommendation["statement"] += " " + share["statement"]
+    if not share["strands_gpus"]:
+        return None
+    return {
+        "what": "memory: the recommended pod (%s, %d GPU%s) takes %.1f %% of the memory of %s but %.1f %% of "
+        "its GPUs: %d such pod%s fill its memory and leave %d of its %d GPUs stranded"
+        % (
+            share["pod_memory"],
+            share["pod_gpus"],
+            "" if share["pod_gpus"] == 1 else "s",
+            100 * share["memory_share"],
+            "node " + node if node else "the node",
+            100 * share["gpu_share"],
+            share["pods_per_node"],
+            "" if share["pods_per_node"] == 1 else "s",
+            share["stranded_gpus"],
+            share["node_gpus"],
+        ),
+        "remedy": "keep the pod's memory at or below %s (the node's RAM per GPU times its GPUs): lower what "
+        "the peak phase holds (batch size, DataLoader workers and prefetch, checkpoint size), or give the "
+        "pod more GPUs" % share["fair_memory"],
+    }
+
+
 def _loader_shm(loader, ranks, training):
     """/dev/shm for the loader workers of ``ranks`` ranks (and NCCL's buffers on an NCCL run),
     with a note saying how it was sized; (None, note) when nothing is to be added."""
@@ -424,3 +513,138 @@ def _loader_shm(loader, ranks, training):
 
 def _percent_text(value):
     return "%g" % float(value)
+
+
+# -- sizing the next run from an earlier run's summary (train.yml -e training_job_memory_from_run=ID) --
+
+FROM_RUN = "training_job_memory_from_run"
+
+
+class MemoryFromRunError(ValueError):
+    """An earlier run's summary cannot size this run; the message names training_job_memory_from_run."""
+
+
+def memory_from_run(summary, run_id, memory=None, shm_size=None, default_memory=None, default_shm_size=""):
+    """The pod memory (and /dev/shm size) an earlier run's summary recommends, for the
+    training_job role's ``training_job_memory`` and ``training_job_shm_size``.
+
+    ``summary`` is the run's summary.json (its text or the parsed dict). The pods request and
+    limit the recommended limit (the run's peak plus its buffer: the role's pods are
+    Guaranteed); the /dev/shm size is the recommendation's ``shm_bytes`` rounded up to whole Gi,
+    when it has one. ``memory`` and ``shm_size`` are the values set now: one other than its
+    default (``default_memory``, ``default_shm_size``) that differs from the recommendation is a
+    conflict. Returns ``memory``, ``shm_size`` (None: leave it), ``request``, ``limit``,
+    ``shm_bytes``, ``basis``, ``host``, ``ranks``, ``recommendation`` (its statement) and
+    ``lines`` (what to show before the launch). Raises MemoryFromRunError.
+    """
+    where = "run %s's summary.json" % run_id
+    if isinstance(summary, (str, bytes)):
+        try:
+            summary = json.loads(summary)
+        except ValueError as error:
+            raise MemoryFromRunError(
+                "%s: %s is not JSON (%s); expected the summary training_verify writes"
+                % (FROM_RUN, where, error)
+            ) from error
+    if not isinstance(summary, dict) or summary.get("schema") != SUMMARY_SCHEMA:
+        raise MemoryFromRunError(
+            "%s: %s is not a run summary (schema %s); expected the summary.json training_verify writes"
+            % (FROM_RUN, where, SUMMARY_SCHEMA)
+        )
+    recommendation = (summary.get("memory") or {}).get("recommendation")
+    if not isinstance(recommendation, dict) or not recommendation.get("limit"):
+        raise MemoryFromRunError(
+            "%s: %s has no memory recommendation (memory.recommendation is %s): its ranks recorded no "
+            "memory (a trainer from before memory records, or ranks that never started); expected a run "
+            "whose summary recommends a memory request and limit"
+            % (FROM_RUN, where, json.dumps(recommendation))
+        )
+    limit = str(recommendation["limit"])
+    try:
+        limit_bytes = parse_quantity(limit, "memory.recommendation.limit")
+    except QuantityError as error:
+        raise MemoryFromRunError(
+            "%s: %s recommends a limit that is not a memory quantity: %s" % (FROM_RUN, where, error)
+        ) from error
+    shm = recommendation.get("shm_bytes")
+    shm_text = (
+        format_bytes(shm, "Gi") if isinstance(shm, int) and not isinstance(shm, bool) and shm > 0 else None
+    )
+    conflicts = []
+    if _is_set(memory, default_memory) and _quantity(memory, "training_job_memory") != limit_bytes:
+        conflicts.append(
+            "training_job_memory is %s, the run recommends %s (its limit: peak plus buffer)" % (memory, limit)
+        )
+    if (
+        shm_text is not None
+        and _is_set(shm_size, default_shm_size)
+        and _quantity(shm_size, "training_job_shm_size") != parse_quantity(shm_text)
+    ):
+        conflicts.append("training_job_shm_size is %s, the run recommends %s" % (shm_size, shm_text))
+    if conflicts:
+        raise MemoryFromRunError(
+            "%s=%s conflicts with values set explicitly: %s; expected either the recommendation or an "
+            "explicit value, not both: drop training_job_memory_from_run, or leave those variables at "
+            "their defaults (training_job_memory %s, training_job_shm_size %s)"
+            % (FROM_RUN, run_id, "; ".join(conflicts), default_memory, json.dumps(default_shm_size))
+        )
+    ranks = recommendation.get("ranks") or []
+    lines = [
+        "training_job_memory: %s, requested and limited alike (Guaranteed QoS): the limit run %s recommends "
+        "(peak %s plus its buffer; its request, the median, was %s)"
+        % (
+            limit,
+            run_id,
+            format_bytes(recommendation["peak_bytes"], "Mi")
+            if isinstance(recommendation.get("peak_bytes"), int)
+            else "unknown",
+            recommendation.get("request"),
+        ),
+        "training_job_shm_size: %s"
+        % (
+            "%s, the /dev/shm size in the recommendation of run %s" % (shm_text, run_id)
+            if shm_text
+            else "left as it is (the recommendation of run %s carries no /dev/shm size)" % run_id
+        ),
+        "measured on %s with %d rank%s per container, from %s"
+        % (
+            recommendation.get("host"),
+            len(ranks),
+            "" if len(ranks) == 1 else "s",
+            "the pod's memory cgroup working set"
+            if recommendation.get("basis") == "cgroup_working_set"
+            else "the ranks' resident sets",
+        ),
+    ]
+    return {
+        "run_id": run_id,
+        "memory": limit,
+        "shm_size": shm_text,
+        "request": recommendation.get("request"),
+        "limit": limit,
+        "shm_bytes": shm if shm_text else None,
+        "basis": recommendation.get("basis"),
+        "host": recommendation.get("host"),
+        "ranks": ranks,
+        "recommendation": recommendation.get("statement"),
+        "lines": lines,
+    }
+
+
+def _is_set(value, default):
+    """Whether a value was set to something other than its default (and not left empty)."""
+    if value is None or str(value).strip() == "":
+        return False
+    if default is None or str(default).strip() == "":
+        return True
+    try:
+        return parse_quantity(value) != parse_quantity(default)
+    except QuantityError:
+        return str(value) != str(default)
+
+
+def _quantity(value, what="quantity"):
+    try:
+        return parse_quantity(value, what)
+    except QuantityError as error:
+        raise MemoryFromRunError("%s: %s" % (FROM_RUN, error)) from error

@@ -170,3 +170,116 @@ def shm_size(
     granularity = _granularity(granularity)
     total = shm_bytes(workers, batch_size, sample_bytes, gpus, prefetch_factor, nccl_per_gpu, margin_percent)
     return format_bytes(total, granularity)
+
+
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def node_share(pod_memory, pod_gpus, allocatable, gpu_resource=DEFAULT_GPU_RESOURCE):
+    """The pod's share of a node's RAM next to its share of the node's GPUs.
+
+    ``allocatable`` is the node's allocatable resources as the Node object writes them
+    (``{'memory': '1056Gi', 'nvidia.com/gpu': '8'}``); ``pod_memory`` the pod's memory
+    (a quantity or bytes) and ``pod_gpus`` its GPUs. RAM in proportion to the GPUs is the node's
+    memory per GPU times the pod's GPUs: a pod that asks for more leaves GPUs that no other pod
+    can get memory for. Returns ``memory_share`` and ``gpu_share`` (fractions), ``fair_memory``
+    (the node's memory per GPU times the pod's GPUs, a quantity; None for a pod without GPUs),
+    ``pods_per_node`` (how many such pods the node's memory and GPUs hold), ``stranded_gpus``
+    (the node's GPUs such pods leave idle for want of its memory), ``strands_gpus`` (the RAM share
+    exceeds the GPU share, for a pod with GPUs) and a ``statement``.
+    """
+    if not isinstance(allocatable, dict):
+        raise SizingError(
+            "allocatable must be the node's allocatable resources such as {'memory': '1056Gi', "
+            "'%s': 8}, got %r" % (gpu_resource, allocatable)
+        )
+    if not isinstance(gpu_resource, str) or not gpu_resource:
+        raise SizingError(
+            "gpu_resource must be a resource name such as nvidia.com/gpu, got %r" % (gpu_resource,)
+        )
+    if allocatable.get("memory") in (None, ""):
+        raise SizingError(
+            "allocatable has no memory; expected the node's allocatable memory such as '1056Gi'"
+        )
+    node_memory = _byte_quantity(allocatable["memory"], "allocatable.memory", allow_zero=False)
+    node_gpus = _count(_whole(allocatable.get(gpu_resource, 0)), "allocatable[%r]" % gpu_resource, 0)
+    memory = _byte_quantity(pod_memory, "pod_memory", allow_zero=False)
+    gpus = _count(pod_gpus, "pod_gpus", 0)
+    if gpus > node_gpus:
+        raise SizingError(
+            "pod_gpus (%d) must not be above the node's allocatable %s (%d)" % (gpus, gpu_resource, node_gpus)
+        )
+    if memory > node_memory:
+        raise SizingError(
+            "pod_memory (%s) must not be above the node's allocatable memory (%s)"
+            % (format_bytes(memory, "Mi"), format_bytes(node_memory, "Mi"))
+        )
+    memory_share = float(memory / node_memory)
+    gpu_share = float(Decimal(gpus) / node_gpus) if node_gpus else 0.0
+    result = {
+        "node_memory": format_bytes(node_memory, "Mi"),
+        "node_gpus": node_gpus,
+        "pod_memory": format_bytes(memory, "Mi"),
+        "pod_gpus": gpus,
+        "gpu_resource": gpu_resource,
+        "memory_share": round(memory_share, 4),
+        "gpu_share": round(gpu_share, 4),
+        "fair_memory": None,
+        "pods_per_node": None,
+        "stranded_gpus": 0,
+        "strands_gpus": False,
+    }
+    shares = "%.1f %% of the node's memory (%s of %s) and %s" % (
+        100 * memory_share,
+        result["pod_memory"],
+        result["node_memory"],
+        "%.1f %% of its GPUs (%d of %d %s)" % (100 * gpu_share, gpus, node_gpus, gpu_resource)
+        if node_gpus
+        else "none of its GPUs (it has none)",
+    )
+    if not gpus:
+        result["statement"] = "The pod takes %s; it requests no GPU, so its RAM share strands none." % shares
+        return result
+    fair = node_memory * gpus / node_gpus
+    pods = min(int(node_memory // memory), node_gpus // gpus)
+    result.update(
+        fair_memory=format_bytes(fair, "Mi"),
+        pods_per_node=pods,
+        # The GPUs that pods of this size leave idle for want of memory.
+        stranded_gpus=(node_gpus // gpus - pods) * gpus,
+        strands_gpus=memory > fair,
+    )
+    if result["strands_gpus"]:
+        result["statement"] = (
+            "The pod takes %s: a larger share of RAM than of GPUs, so %d such pod%s fill the node's memory "
+            "and leave %d of its %d GPUs stranded; keep the pod's memory at or below %s (the node's RAM per "
+            "GPU times its %d GPU%s)."
+            % (
+                shares,
+                pods,
+                "" if pods == 1 else "s",
+                result["stranded_gpus"],
+                node_gpus,
+                result["fair_memory"],
+                gpus,
+                "" if gpus == 1 else "s",
+            )
+        )
+    else:
+        result["statement"] = (
+            "The pod takes %s: its RAM share is within its GPU share (at most %s for its %d GPU%s)."
+            % (
+                shares,
+                result["fair_memory"],
+                gpus,
+                "" if gpus == 1 else "s",
+            )
+        )
+    return result
+
+
+def _whole(value):
+    """A count as the API writes it ('8', 8); other values pass on for _count to name."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value

@@ -15,10 +15,15 @@ import itertools
 import json
 import math
 import os
+import signal
 import statistics
 from array import array
 from collections import deque
 
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import (
+    SIGKILL_NOTE,
+    describe_kill,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
 
@@ -57,6 +62,18 @@ MEMORY_QUANTITIES = (
     ("cuda_allocated", "cuda_allocated_bytes", "cuda_max_allocated_bytes", "gpu"),
     ("cuda_reserved", "cuda_reserved_bytes", "cuda_max_reserved_bytes", None),
 )
+# Every key of a memory sample (training/README.md, Memory), as the last sample keeps them.
+SAMPLE_KEYS = (
+    "rss_bytes",
+    "rss_peak_bytes",
+    "cgroup_usage_bytes",
+    "cgroup_working_set_bytes",
+    "cgroup_limit_bytes",
+    "cuda_allocated_bytes",
+    "cuda_reserved_bytes",
+    "cuda_max_allocated_bytes",
+    "cuda_max_reserved_bytes",
+)
 
 
 class _RankState:
@@ -75,6 +92,8 @@ class _RankState:
         "memory",
         "memory_samples",
         "cgroup_limit",
+        "last_memory",
+        "last_memory_by_source",
     )
 
     def __init__(self, rank, tail_lines):
@@ -92,6 +111,8 @@ class _RankState:
         self.memory = {}  # quantity name -> _MemoryTrack
         self.memory_samples = 0
         self.cgroup_limit = None  # the smallest memory cgroup limit a sample reported
+        self.last_memory = None  # the newest sample (see _add_memory)
+        self.last_memory_by_source = {}  # source -> the newest sample it holds
 
 
 class _MemoryTrack:
@@ -271,10 +292,10 @@ class TrainingLogParser:
             if state.first_step_loss is None and _is_number(record.get("loss")):
                 state.first_step_loss = record["loss"]
             self._add_curve_point(record)
-            self._add_memory(state, record, STEP_PHASE)
+            self._add_memory(state, record, STEP_PHASE, source)
         elif event == "memory":
             phase = record.get("phase")
-            self._add_memory(state, record, phase if isinstance(phase, str) else "unknown")
+            self._add_memory(state, record, phase if isinstance(phase, str) else "unknown", source)
         elif event == "epoch":
             if isinstance(record.get("epoch"), int):
                 state.epochs[record["epoch"]] = record
@@ -291,7 +312,7 @@ class TrainingLogParser:
         elif event == "eval":
             self.evaluations.append(record)
 
-    def _add_memory(self, state, record, phase):
+    def _add_memory(self, state, record, phase, source=None):
         """Take the ``memory`` sample of a step record or a memory event."""
         sample = record.get("memory")
         if not isinstance(sample, dict):
@@ -313,6 +334,19 @@ class TrainingLogParser:
             state.cgroup_limit = limit
         if taken:
             state.memory_samples += 1
+            last = {
+                "phase": phase,
+                "epoch": record.get("epoch"),
+                "step": record.get("step"),
+                "time": record.get("time") if _is_number(record.get("time")) else None,
+                "attempt": record.get("attempt"),
+                "source": source,
+                "memory": {key: sample.get(key) for key in SAMPLE_KEYS},
+            }
+            if _is_newer(last, state.last_memory):
+                state.last_memory = last
+            if _is_newer(last, state.last_memory_by_source.get(source)):
+                state.last_memory_by_source[source] = last
 
     def _on_launcher_line(self, text):
         """Read torchrun's ChildFailedError report: 'Failures:' and 'Root Cause' entries."""
@@ -443,6 +477,8 @@ class TrainingLogParser:
                     if name in state.memory
                 },
             },
+            "last_memory": state.last_memory,
+            "last_memory_by_source": state.last_memory_by_source,
             "sources": sorted(state.sources),
             "last_lines": list(state.tail),
         }
@@ -587,8 +623,12 @@ def _loss_trend(epochs):
     }
 
 
-def check_expectations(result, expect):
-    """Return one message per expectation the parsed run does not meet."""
+def check_expectations(result, expect, kills=None):
+    """Return one message per expectation the parsed run does not meet.
+
+    ``kills``: the containers a cluster launcher saw killed (job_status.container_kills), which
+    the messages on unfinished ranks name with the killed ranks' last memory samples.
+    """
     expect = expect or {}
     failures = []
     world_size = expect.get("world_size")
@@ -609,7 +649,7 @@ def check_expectations(result, expect):
         if result["world_size"] is not None and result["world_size"] != world_size:
             failures.append("the run had world size %s, expected %d" % (result["world_size"], world_size))
     if expect.get("all_ranks_finished", world_size is not None):
-        failures.extend(_unfinished_rank_messages(result))
+        failures.extend(_unfinished_rank_messages(result, kills))
     min_epochs = expect.get("min_epochs")
     if min_epochs:
         short = [s["rank"] for s in result["ranks"] if s["epochs_completed"] < min_epochs]
@@ -670,22 +710,39 @@ def _memlock_messages(result, min_bytes=None):
     return messages
 
 
-def _unfinished_rank_messages(result):
-    """The rank that failed first gets the full story; ranks stopped because of it, a line."""
+def _unfinished_rank_messages(result, kills=()):
+    """The rank that failed first gets the full story; ranks stopped because of it, a line.
+
+    ``kills`` are the containers a cluster launcher saw killed (job_status.container_kills):
+    the ranks whose logs are those pods' are the first failure, each named with its pod, the
+    kill and its last memory sample; a kill no rank's log speaks for gets a message of its own.
+    """
     unfinished = [summary for summary in result["ranks"] if summary["status"] != "ok"]
+    kill_of, orphans = {}, []
+    for kill in kills or ():
+        ranks = kill_ranks(result, kill)
+        if not ranks:
+            orphans.append(kill)
+        for rank in ranks:
+            kill_of.setdefault(rank, kill)
+    messages = ["%s, before any rank in it reported metrics" % describe_kill(kill) for kill in orphans]
     if not unfinished:
-        return []
+        return messages
+    culprits = [s for s in unfinished if s["rank"] in kill_of]
     # torchrun names the first failure; without its report, the earliest error reported
     # is the cause (the other ranks' errors are the broken collectives that followed).
     root_ranks = {f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")}
-    culprits = [s for s in unfinished if s["rank"] in root_ranks]
+    if not culprits:
+        culprits = [s for s in unfinished if s["rank"] in root_ranks]
     if not culprits:
         errors = sorted(
             (s for s in unfinished if s["status"] == "error"),
             key=lambda s: s["error_time"] if s["error_time"] is not None else float("inf"),
         )
         culprits = errors[:1] or unfinished
-    messages = [describe_rank_failure(s, result["launcher_failures"]) for s in culprits]
+    messages.extend(
+        describe_rank_failure(s, result["launcher_failures"], kill_of.get(s["rank"])) for s in culprits
+    )
     bystanders = [s["rank"] for s in unfinished if s not in culprits]
     if bystanders:
         messages.append(
@@ -695,8 +752,79 @@ def _unfinished_rank_messages(result):
     return messages
 
 
-def describe_rank_failure(summary, launcher_failures=()):
-    """One message naming a rank that did not finish, why, and its last lines."""
+def kill_ranks(result, kill):
+    """The ranks whose records are in the killed pod's log (``<pod>.log``, or
+    ``<pod>.previous.log`` for the container before a restart, as the training_job role keeps
+    them) or that ran on a host of the pod's name."""
+    pod = kill.get("pod")
+    if not pod:
+        return []
+    names = (pod + ".log", pod + ".previous.log")
+    return [
+        summary["rank"]
+        for summary in result["ranks"]
+        if summary.get("host") == pod
+        or any(os.path.basename(str(source)) in names for source in summary.get("sources") or ())
+    ]
+
+
+def killed_sample(summary, kill=None):
+    """The last memory sample the killed rank's log holds: for a pod's kill, the newest one in
+    that container's log (the previous log for a container killed before a restart); else the
+    rank's newest."""
+    by_source = summary.get("last_memory_by_source") or {}
+    if kill and kill.get("pod"):
+        wanted = kill["pod"] + (".previous.log" if kill.get("previous") else ".log")
+        for source, sample in by_source.items():
+            if os.path.basename(str(source)) == wanted:
+                return sample
+    return summary.get("last_memory")
+
+
+def describe_memory_sample(entry):
+    """``RSS 1500Mi (high-water 1600Mi), cgroup working set 3900Mi of its 4096Mi limit, in phase
+    checkpoint_write_before (epoch 1, step 16)``"""
+    memory = entry.get("memory") or {}
+    parts = []
+    if _is_byte_count(memory.get("rss_bytes")):
+        text = "RSS %s" % format_bytes(memory["rss_bytes"], "Mi")
+        if _is_byte_count(memory.get("rss_peak_bytes")) and memory["rss_peak_bytes"] > memory["rss_bytes"]:
+            text += " (high-water %s)" % format_bytes(memory["rss_peak_bytes"], "Mi")
+        parts.append(text)
+    if _is_byte_count(memory.get("cgroup_working_set_bytes")):
+        text = "cgroup working set %s" % format_bytes(memory["cgroup_working_set_bytes"], "Mi")
+        if _is_byte_count(memory.get("cgroup_limit_bytes")) and memory["cgroup_limit_bytes"]:
+            text += " of its %s limit" % format_bytes(memory["cgroup_limit_bytes"], "Mi")
+        parts.append(text)
+    if _is_byte_count(memory.get("cuda_allocated_bytes")):
+        text = "GPU allocated %s" % format_bytes(memory["cuda_allocated_bytes"], "Mi")
+        if _is_byte_count(memory.get("cuda_reserved_bytes")):
+            text += ", reserved %s" % format_bytes(memory["cuda_reserved_bytes"], "Mi")
+        parts.append(text)
+    return "%s, in phase %s (epoch %s, step %s)" % (
+        ", ".join(parts) or "no figures",
+        entry.get("phase"),
+        entry.get("epoch"),
+        entry.get("step"),
+    )
+
+
+def _signal_name(exitcode):
+    """``SIGKILL`` for torchrun's exit code -9 (a worker killed by signal 9); None otherwise."""
+    if not isinstance(exitcode, int) or isinstance(exitcode, bool) or exitcode >= 0:
+        return None
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return "signal %d" % -exitcode
+
+
+def describe_rank_failure(summary, launcher_failures=(), kill=None):
+    """One message naming a rank that did not finish, why, and its last lines.
+
+    A rank killed by a signal (torchrun's exit code -N) or in a pod the launcher saw killed
+    (``kill``: exit code 137, OOMKilled) is named with its last memory sample and its phase.
+    """
     rank = summary["rank"]
     exit_info = next((f for f in launcher_failures if f.get("rank") == rank), None)
     if summary["status"] == "error":
@@ -708,16 +836,40 @@ def describe_rank_failure(summary, launcher_failures=()):
     parts = ["rank %d %s" % (rank, what)]
     if summary.get("host"):
         parts.append("on host %s" % summary["host"])
+    signal_name = None
     if exit_info is not None and "exitcode" in exit_info:
         parts.append("with exit code %s" % exit_info["exitcode"])
         if exit_info.get("root_cause"):
             parts.append("(first failure)")
+        signal_name = _signal_name(exit_info["exitcode"])
     message = " ".join(parts)
+    if kill is not None:
+        message += ": " + describe_kill(kill)
+    elif signal_name == "SIGKILL":
+        message += ", " + SIGKILL_NOTE
+    elif signal_name:
+        message += ", killed by %s" % signal_name
+    if kill is not None or signal_name:
+        sample = killed_sample(summary, kill)
+        message += "; %s" % (
+            "last memory sample: %s" % describe_memory_sample(sample)
+            if sample
+            else "no memory sample in its log (a trainer that records none, or killed before its first)"
+        )
     if summary.get("error"):
         message += ": %s" % summary["error"]
     if summary.get("last_lines"):
         message += "\n  last lines of rank %d:\n    " % rank + "\n    ".join(summary["last_lines"])
     return message
+
+
+def _is_newer(entry, known):
+    """Whether a memory sample is newer than the one known: by its time, else by order."""
+    if known is None:
+        return True
+    if entry["time"] is None or known["time"] is None:
+        return True
+    return entry["time"] >= known["time"]
 
 
 def parse_training_logs(

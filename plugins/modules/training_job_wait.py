@@ -24,6 +24,8 @@ description:
     still be running then.
   - The timeout message names every unfinished pod and its state, including pods that were
     seen earlier and are gone (a controller deletes pods at its own deadline).
+  - A container ended by the OOM killer is named as C(OOMKilled) with its exit code 137 and its memory limit,
+    whether it ended the pod or was restarted since.
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
@@ -144,8 +146,13 @@ counts:
   sample: {pending: 1, running: 1, succeeded: 0, failed: 0, unknown: 0, total: 2}
 pods:
   description:
-    - Every pod - name, phase, node, age_s, restarts, reason, detail, exit_code, stuck, slow;
+    - Every pod - name, phase, node, age_s, restarts, reason, detail, exit_code, stuck, slow, kills;
       pods seen earlier and gone now carry C(gone=true).
+    - C(kills) lists the pod's containers that the OOM killer (reason C(OOMKilled)) or a SIGKILL (exit code
+      137) ended, now or before a restart - C(pod), C(namespace), C(container), C(exit_code), C(reason),
+      C(oom_killed), C(previous) (the container before the last restart), C(finished_at), C(restarts) and
+      C(memory_limit) (the container's limit in its spec). M(gpuops.training.training_log_info) names the
+      killed ranks with their last memory sample from them (its C(container_kills) option).
   returned: always
   type: list
   elements: dict

@@ -23,6 +23,9 @@ description:
   - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
     a loss that did not fall, no checkpoint, a locked-memory limit where RDMA needs none, a
     suspected memory leak) into a failure whose message names the rank and shows its last lines.
+  - A rank that torchrun reports killed by a signal (exit code C(-9)) is named as killed by SIGKILL, which the
+    kernel's OOM killer sends when memory runs out, with the last memory sample its log holds and its phase;
+    so are the ranks of the pods in O(container_kills) (exit code 137, C(OOMKilled)), with the pod.
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
@@ -80,6 +83,19 @@ options:
             rank, host or GPU memory, and its rate in MiB per epoch.
         type: bool
         default: false
+  container_kills:
+    description:
+      - The containers a cluster launcher saw killed - the C(kills) of each pod M(gpuops.training.training_job_wait)
+        returns in C(pods), which the training_job role keeps in
+        C(training_job_result.container_kills) - each with C(pod), C(container), C(exit_code), C(reason),
+        C(oom_killed), C(previous) (killed before a restart) and C(memory_limit).
+      - The ranks whose records are in a killed pod's log (C(POD.log), C(POD.previous.log) for the container
+        before a restart) or whose host is the pod are the first failure, each named with the pod, the kill and
+        the last memory sample of that container's log and its phase; a kill no rank's log speaks for is named on
+        its own. Used by O(expect.all_ranks_finished).
+    type: list
+    elements: dict
+    default: []
   memory_leak_tolerance_mib:
     description:
       - Growth of a rank's per-epoch minimum host RSS or CUDA allocated memory, in MiB per epoch, above
@@ -188,6 +204,28 @@ ranks:
     memlock_bytes:
       description: The rank's soft RLIMIT_MEMLOCK in bytes, C(-1) for unlimited, null when not reported.
       type: int
+      returned: always
+    last_memory:
+      description:
+        - The rank's newest memory sample (by its record's time) - C(phase), C(epoch), C(step), C(time),
+          C(attempt), C(source) (the log it came from) and C(memory) (the sample's keys, bytes or null); null
+          when the rank recorded none. A failure message names it for a killed rank.
+      type: dict
+      returned: always
+      sample:
+        phase: checkpoint_write_before
+        epoch: 1
+        step: 16
+        time: 1795322809.02
+        attempt: 0
+        source: /var/tmp/gpuops-runs/retinanet-20261122T050000Z/logs/retinanet-3f9a1c-0-x7k2p.log
+        memory: {"rss_bytes": 1436549120, "rss_peak_bytes": 1502658560, "cgroup_usage_bytes": 4194304000,
+                 "cgroup_working_set_bytes": 4089446400, "cgroup_limit_bytes": 4294967296,
+                 "cuda_allocated_bytes": null, "cuda_reserved_bytes": null, "cuda_max_allocated_bytes": null,
+                 "cuda_max_reserved_bytes": null}
+    last_memory_by_source:
+      description: The newest memory sample of each log the rank's records came from (a pod's log and its previous one).
+      type: dict
       returned: always
     memory:
       description:
@@ -336,10 +374,18 @@ def main():
                     "no_memory_leak": {"type": "bool", "default": False},
                 },
             },
+            "container_kills": {"type": "list", "elements": "dict", "default": []},
             "memory_leak_tolerance_mib": {"type": "float", "default": 16},
             "tail_lines": {"type": "int", "default": 20},
         }
     )
+    kills = module.params["container_kills"]
+    for index, kill in enumerate(kills):
+        if not isinstance(kill.get("pod"), str) or not kill["pod"].strip():
+            module.fail_json(
+                msg="container_kills[%d] must name its pod (pod, container, exit_code, reason: the kills of "
+                "training_job_wait's pods), got %r" % (index, kill)
+            )
     expect = {key: value for key, value in module.params["expect"].items() if value is not None}
     tail_lines = module.params["tail_lines"]
     if not 0 <= tail_lines <= MAX_TAIL_LINES:
@@ -353,7 +399,7 @@ def main():
     judge_logs(
         module,
         lambda sources: parse_training_logs(sources, tail_lines=tail_lines, leak_tolerance_mib=tolerance),
-        lambda facts: check_expectations(facts, expect),
+        lambda facts: check_expectations(facts, expect, kills),
         "training run",
     )
 

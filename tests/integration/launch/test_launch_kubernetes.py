@@ -203,7 +203,15 @@ def test_indexed_job_runs_to_succeeded_and_verifies_over_ib(
     run, _seconds, _server = run_with_logs(
         run_playbook, k8s_cluster, launch_namespace, settings, node_logs(trainer_rank_logs, IB_LOG)
     )
-    assert_verified_over_ib(run, tmp_path / "runs")
+    run_dir, summary = assert_verified_over_ib(run, tmp_path / "runs")
+    # The role read the kwok GPU nodes the pods ran on (1056Gi and 8 nvidia.com/gpu allocatable):
+    # the recommendation states the pod's share of a node's RAM next to its share of the GPUs.
+    recommendation = summary["memory"]["recommendation"]
+    share = recommendation["node_share"]
+    assert (share["node_memory"], share["node_gpus"], share["pod_gpus"]) == ("1056Gi", 8, 1)
+    assert share["gpu_share"] == 0.125 and share["strands_gpus"] is False
+    assert share["statement"] in recommendation["statement"]
+    assert "of the node's memory" in (run_dir / "report.md").read_text()
 
     (job,) = get_json(k8s_cluster, "jobs", "-n", launch_namespace)["items"]
     name = job["metadata"]["name"]
@@ -394,6 +402,28 @@ def test_a_failing_pod_ends_the_run_with_the_failure_named(
     assert "Job %s/rn-" % launch_namespace in output and "failed (BackoffLimitExceeded" in output
     assert "exited with code 3 (Error)" in output
     assert "did not finish within" not in output
+
+
+def test_a_pod_killed_with_exit_code_137_is_named_with_what_sends_sigkill(
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path
+):
+    # kwok's fail stage ends the container with the annotated code and reason Error: a SIGKILL
+    # without the kubelet's OOMKilled (which kwok cannot give); the unit tests cover OOMKilled.
+    settings = launch_vars(
+        k8s_cluster,
+        launch_namespace,
+        tmp_path / "runs",
+        "indexed_job",
+        training_job_backoff_limit=0,
+        training_job_pod_annotations={"gpuops.test/fail": "true", "gpuops.test/exit-code": "137"},
+    )
+    run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=300)
+    assert run.rc != 0, run
+    output = " ".join(run.output.split())
+    assert (
+        "exited with code 137 (killed by SIGKILL (the kernel's OOM killer sends it when memory runs out))"
+        in output
+    )
 
 
 @pytest.mark.parametrize(

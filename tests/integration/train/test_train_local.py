@@ -6,7 +6,9 @@ These are the runs `make demo` does, on a temporary runs directory.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import sys
 import types
 
 import pytest
@@ -229,3 +231,208 @@ def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_va
     assert run.rc != 0, run
     assert message in " ".join(run.output.split()), run
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_sigkilled_rank_is_named_with_the_oom_killer_and_its_last_memory_sample(run_playbook, tmp_path):
+    # The fault drill's kill mode: rank 1 sends itself SIGKILL at step 3, as the OOM killer would.
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {
+            "training_job_runs_dir": str(tmp_path),
+            "training_job_inject_fault": "1@3:kill",
+            "training_job_epochs": 2,
+        },
+    )
+    assert run.rc != 0, run
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    first = summary["failures"][0].splitlines()[0]
+    print(first)
+    assert first.startswith("rank 1 exited on host ")
+    assert (
+        " with exit code -9 (first failure), killed by SIGKILL (the kernel's OOM killer sends it when memory "
+        "runs out); last memory sample: RSS "
+    ) in first
+    # Its last sample is the step record before the kill (print-freq 2: step 2), phase train.
+    assert first.endswith("in phase train (epoch 0, step 2)")
+    assert "killed by SIGKILL (the kernel's OOM killer sends it when memory runs out)" in " ".join(
+        run.output.split()
+    )
+
+
+# -- train.yml -e training_job_memory_from_run=<run id> --------------------------------------
+
+SUMMARIES = pathlib.Path(__file__).resolve().parents[2] / "unit" / "fixtures" / "summaries"
+FAKE_RUNAI = """#!{python}
+import json, os, sys
+with open(os.environ["FAKE_RUNAI_RECORD"], "w") as record:
+    json.dump(sys.argv[1:], record)
+print("The job '%s' has been submitted successfully" % sys.argv[4])
+"""
+
+
+@pytest.fixture(scope="module")
+def run_with_loader_workers(run_playbook, tmp_path_factory):
+    """A local run with a DataLoader worker per rank: its recommendation carries /dev/shm."""
+    runs_dir = tmp_path_factory.mktemp("runs-workers")
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {"training_job_runs_dir": str(runs_dir), "training_job_epochs": 3, "training_job_workers": 1},
+    )
+    return types.SimpleNamespace(run=run, runs_dir=runs_dir, run_dir=only_run_dir(runs_dir))
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_later_run_takes_its_pods_memory_from_an_earlier_runs_recommendation(
+    run_playbook, run_with_loader_workers, tmp_path, monkeypatch
+):
+    first = run_with_loader_workers
+    assert first.run.rc == 0, first.run
+    recommendation = json.loads((first.run_dir / "summary.json").read_text())["memory"]["recommendation"]
+    print(recommendation["statement"])
+    assert recommendation["shm_bytes"] > 0  # a loader worker per rank
+    # The second run renders the same pod settings for Run:ai, whose CLI (a stand-in that records
+    # its arguments) submits it: nothing is launched here.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "runai").write_text(FAKE_RUNAI.format(python=sys.executable))
+    (bin_dir / "runai").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ.get("PATH", "")))
+    monkeypatch.setenv("FAKE_RUNAI_RECORD", str(tmp_path / "argv.json"))
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {
+            "training_job_runs_dir": str(first.runs_dir),
+            "training_job_memory_from_run": first.run_dir.name,
+            "training_job_launcher": "runai",
+            "training_job_image": "registry.example/gpuops-trainer:test",
+            "training_job_gpus_per_node": 0,
+        },
+    )
+    assert run.rc == 0, run
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    for option in ("--cpu-memory-request", "--cpu-memory-limit"):
+        assert argv[argv.index(option) + 1] == recommendation["limit"]
+    output = " ".join(run.output.split())
+    shown = "Show the memory the pods get before the launch, from run %s" % first.run_dir.name
+    assert shown in output and output.index(shown) < output.index("Submit the run with runai")
+    assert (
+        "training_job_memory: %s, requested and limited alike (Guaranteed QoS)" % recommendation["limit"]
+        in output
+    )
+    assert (
+        "training_job_shm_size: 1Gi, the /dev/shm size in the recommendation of run %s" % first.run_dir.name
+        in output
+    )
+
+
+def summary_in_runs_dir(runs_dir, run_id, fixture):
+    (runs_dir / run_id).mkdir(parents=True)
+    (runs_dir / run_id / "summary.json").write_text((SUMMARIES / fixture).read_text())
+
+
+@pytest.mark.parametrize(
+    ("fixture", "extra_vars", "message"),
+    [
+        (
+            None,
+            {},
+            "training_job_memory_from_run: run r0 has no summary.json under training_job_runs_dir",
+        ),
+        (
+            "no-memory-summary.json",
+            {},
+            "training_job_memory_from_run: run r0's summary.json has no memory recommendation "
+            "(memory.recommendation is null)",
+        ),
+        (
+            "local-2rank-summary.json",
+            {"training_job_memory": "8Gi"},
+            "training_job_memory_from_run=r0 conflicts with values set explicitly: training_job_memory "
+            "is 8Gi, the run recommends 2415Mi (its limit: peak plus buffer); expected either the "
+            "recommendation or an explicit value, not both",
+        ),
+        (
+            "workers-summary.json",
+            {"training_job_shm_size": "4Gi"},
+            "training_job_shm_size is 4Gi, the run recommends 1Gi",
+        ),
+        (
+            "local-2rank-summary.json",
+            {"training_job_memory": "64Gi"},  # the default, but as an extra variable it wins over set_fact
+            "training_job_memory_from_run=r0 recommends training_job_memory 2415Mi, but an extra "
+            "variable (-e) keeps training_job_memory 64Gi",
+        ),
+        (
+            "local-2rank-summary.json",
+            {"training_job_memory_from_run": "../r0"},
+            "must be the id of an earlier run",
+        ),
+    ],
+)
+def test_memory_from_run_fails_before_anything_starts(run_playbook, tmp_path, fixture, extra_vars, message):
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    if fixture:
+        summary_in_runs_dir(runs_dir, "r0", fixture)
+    run = run_playbook(
+        PLAYBOOK,
+        INVENTORY,
+        {"training_job_runs_dir": str(runs_dir), "training_job_memory_from_run": "r0", **extra_vars},
+    )
+    assert run.rc != 0, run
+    assert message in " ".join(run.output.split()), run
+    assert [path.name for path in runs_dir.iterdir()] == (["r0"] if fixture else [])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_re_verifying_against_a_nodes_allocatable_states_the_ram_and_gpu_shares_and_warns(
+    run_with_loader_workers, tmp_path
+):
+    from playbook_runner import run_role_locally
+
+    first = run_with_loader_workers
+    assert first.run.rc == 0, first.run
+    run_dir = first.run_dir
+    record = {
+        "launcher": "local",
+        "run_id": run_dir.name,
+        "run_dir": str(run_dir),
+        "world_size": 2,
+        "rc": 0,
+        "timed_out": False,
+        "log_paths": [str(run_dir / "logs" / "**" / "*.log"), str(run_dir / "launcher.log")],
+        # As if the container had held one GPU of a node with 16Gi and 8 GPUs: its ~2.4Gi limit
+        # is some 15 % of the node's RAM against 12.5 % of its GPUs.
+        "gpus_per_pod": 1,
+    }
+    run = run_role_locally(
+        "training_verify",
+        {
+            "training_verify_run": record,
+            "training_verify_report_dir": str(tmp_path),
+            "training_verify_report_plots": False,
+            "training_verify_loader_workers": 1,
+            "training_verify_node_allocatable": {"memory": "16Gi", "nvidia.com/gpu": 8},
+        },
+    )
+    assert run.rc == 0, run  # a warning: the run still passes
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    recommendation = summary["memory"]["recommendation"]
+    share = recommendation["node_share"]
+    print(recommendation["statement"])
+    assert (share["node_memory"], share["node_gpus"], share["pod_gpus"]) == ("16Gi", 8, 1)
+    assert share["memory_share"] > share["gpu_share"] == 0.125 and share["strands_gpus"] is True
+    assert share["fair_memory"] == "2Gi"
+    warning = next(w for w in summary["warnings"] if "GPUs stranded" in w)
+    assert warning.startswith("memory: the recommended pod (%s, 1 GPU) takes " % recommendation["limit"])
+    assert share["statement"] in (tmp_path / "report.md").read_text()
+    output = " ".join(run.output.split())
+    assert "WARNING: " + warning in output
+    assert "of its GPUs (1 of 8 nvidia.com/gpu): a larger share of RAM than of GPUs" in output

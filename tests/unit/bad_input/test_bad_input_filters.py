@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import json
 import math
 import pathlib
 
@@ -209,6 +210,21 @@ def call(*positional, **keywords):
     return st.tuples(st.tuples(*positional), st.fixed_dictionaries({}, optional=keywords))
 
 
+# An earlier run's summary as memory_from_run reads it (tests/unit/fixtures/summaries).
+SUMMARY = json.loads(
+    (REPO_ROOT / "tests" / "unit" / "fixtures" / "summaries" / "workers-summary.json").read_text()
+)
+summaries = like(
+    replace_one(SUMMARY),
+    st.builds(lambda memory: dict(SUMMARY, memory=memory), replace_one(SUMMARY["memory"])),
+    st.builds(
+        lambda recommendation: dict(SUMMARY, memory=dict(SUMMARY["memory"], recommendation=recommendation)),
+        replace_one(SUMMARY["memory"]["recommendation"]),
+    ),
+    st.just(json.dumps(SUMMARY)),
+    text,
+)
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
     "k8s_manifest_problems": (
@@ -304,6 +320,11 @@ CASES = {
             granularity=granularity,
         ),
         ("memory_sizing",),
+    ),
+    "memory_from_run": (
+        BUILDER,
+        call(summaries, like(st.just("retinanet-20261122T050000Z")), memory=quantity, shm_size=quantity),
+        ("training_job_memory_from_run", "memory_from_run"),
     ),
     "training_namespace_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
     "training_namespace_problems": (PROBLEMS, call(namespace_settings), ()),

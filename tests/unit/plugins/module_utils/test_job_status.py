@@ -14,6 +14,8 @@ import yaml
 
 from ansible_collections.gpuops.training.plugins.module_utils import job_status
 from ansible_collections.gpuops.training.plugins.module_utils.job_status import (
+    container_kills,
+    describe_kill,
     describe_pod,
     judge,
     merge_pod_states,
@@ -176,6 +178,70 @@ def test_a_failed_pod_names_its_container_and_exit_code():
     assert state["phase"] == "Failed" and state["exit_code"] == 3
     assert state["detail"] == "container trainer exited with code 3 (Error)"
     assert not state["stuck"]
+
+
+def test_an_oom_killed_pod_is_named_with_the_reason_the_exit_code_and_its_limit():
+    pod = load("pod-oom-killed.yaml")
+    state = pod_state(pod, None)
+    assert state["phase"] == "Failed" and state["exit_code"] == 137 and state["reason"] == "OOMKilled"
+    assert state["detail"] == (
+        "container trainer exited with code 137 (OOMKilled: the kernel's OOM killer stopped it at "
+        "its memory limit of 4Gi)"
+    )
+    assert (
+        state["kills"]
+        == container_kills(pod)
+        == [
+            {
+                "pod": "rn-3f9a1c-1-q8w2e",
+                "namespace": "training",
+                "container": "trainer",
+                "exit_code": 137,
+                "reason": "OOMKilled",
+                "oom_killed": True,
+                "previous": False,
+                "finished_at": parse_time("2026-11-22T05:03:41Z"),
+                "restarts": 0,
+                "memory_limit": "4Gi",
+            }
+        ]
+    )
+    verdict = judge("Job", "rn-3f9a1c", "training", load("job-failed-backoff.yaml"), [pod], None)
+    assert (
+        "failed pods: rn-3f9a1c-1-q8w2e: Failed on gpu-node-1, OOMKilled: container trainer exited with "
+        "code 137 (OOMKilled: the kernel's OOM killer stopped it at its memory limit of 4Gi)"
+    ) in verdict["message"]
+
+
+def test_a_pod_restarted_after_an_oom_kill_says_so_and_keeps_the_kill():
+    state = pod_state(load("pod-oom-killed-restarted.yaml"), None)
+    assert state["phase"] == "Running" and state["reason"] == "Restarted"
+    assert state["detail"] == (
+        "restarted 1 times, the last time after exit code 137 (OOMKilled: the kernel's OOM killer "
+        "stopped it at its memory limit of 8Gi)"
+    )
+    (kill,) = state["kills"]
+    assert kill["previous"] and kill["container"] == "pytorch" and kill["restarts"] == 1
+    assert describe_kill(kill) == (
+        "pod training/rn-3f9a1c-worker-0: the previous container pytorch exited with code 137 "
+        "(OOMKilled: the kernel's OOM killer stopped it at its memory limit of 8Gi)"
+    )
+
+
+def test_a_sigkill_without_oomkilled_is_a_kill_too_and_says_what_sends_it():
+    state = pod_state(load("pod-sigkilled-crash-loop.yaml"), None)
+    assert state["stuck"] and state["reason"] == "CrashLoopBackOff" and state["exit_code"] == 137
+    assert state["detail"].endswith(
+        "(last exit code 137, killed by SIGKILL (the kernel's OOM killer sends it when memory runs out))"
+    )
+    (kill,) = state["kills"]
+    assert not kill["oom_killed"] and kill["previous"] and kill["memory_limit"] is None
+
+
+@pytest.mark.parametrize("fixture", ["pod-failed-exit-3.yaml", "pod-crash-loop.yaml", "pod-succeeded.yaml"])
+def test_other_exits_are_no_kills(fixture):
+    assert container_kills(load(fixture)) == []
+    assert pod_state(load(fixture), None)["kills"] == []
 
 
 def test_a_restarted_running_pod_and_a_succeeded_pod():

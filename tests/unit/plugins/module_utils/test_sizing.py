@@ -13,6 +13,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
     SizingError,
     memory_sizing,
+    node_share,
     shm_bytes,
     shm_size,
     size_memory,
@@ -148,3 +149,71 @@ def test_size_memory_from_a_median_and_a_peak_is_memory_sizing_of_such_samples()
 def test_size_memory_names_what_is_wrong(median, peak, message):
     with pytest.raises(SizingError, match=re.escape(message)):
         size_memory(median, peak)
+
+
+# -- the pod's share of a node's RAM against its share of the node's GPUs ----------------------
+
+NODE = {"cpu": "190", "memory": "1056Gi", "nvidia.com/gpu": "8", "pods": "110"}
+
+
+def test_a_pod_within_its_gpu_share_strands_nothing():
+    share = node_share("128Gi", 1, NODE)
+    assert (share["memory_share"], share["gpu_share"]) == (0.1212, 0.125)
+    assert share["fair_memory"] == "132Gi" and share["pods_per_node"] == 8
+    assert share["strands_gpus"] is False and share["stranded_gpus"] == 0
+    assert share["statement"] == (
+        "The pod takes 12.1 % of the node's memory (128Gi of 1056Gi) and 12.5 % of its GPUs (1 of 8 "
+        "nvidia.com/gpu): its RAM share is within its GPU share (at most 132Gi for its 1 GPU)."
+    )
+
+
+def test_a_pod_with_more_ram_than_its_gpu_share_strands_gpus_and_says_how_many():
+    share = node_share(264 * GI, 1, {"memory": "1056Gi", "nvidia.com/gpu": 8})
+    assert (share["memory_share"], share["gpu_share"]) == (0.25, 0.125)
+    assert share["strands_gpus"] is True
+    assert share["pods_per_node"] == 4 and share["stranded_gpus"] == 4
+    assert share["statement"] == (
+        "The pod takes 25.0 % of the node's memory (264Gi of 1056Gi) and 12.5 % of its GPUs (1 of 8 "
+        "nvidia.com/gpu): a larger share of RAM than of GPUs, so 4 such pods fill the node's memory and "
+        "leave 4 of its 8 GPUs stranded; keep the pod's memory at or below 132Gi (the node's RAM per GPU "
+        "times its 1 GPU)."
+    )
+
+
+def test_a_multi_gpu_pod_is_judged_on_its_gpus():
+    share = node_share("600Gi", 4, NODE)  # 132Gi per GPU: 528Gi is its share
+    assert share["strands_gpus"] is True and share["fair_memory"] == "528Gi"
+    assert share["pods_per_node"] == 1 and share["stranded_gpus"] == 4
+    assert node_share("528Gi", 4, NODE)["strands_gpus"] is False
+
+
+def test_a_pod_without_gpus_and_a_node_without_gpus_strand_none():
+    share = node_share("16Gi", 0, NODE)
+    assert share["gpu_share"] == 0.0 and share["strands_gpus"] is False and share["fair_memory"] is None
+    assert share["statement"].endswith("it requests no GPU, so its RAM share strands none.")
+    share = node_share("16Gi", 0, {"memory": "64Gi"})
+    assert "and none of its GPUs (it has none)" in share["statement"]
+
+
+def test_another_gpu_resource_name_is_read():
+    node = {"memory": "512Gi", "amd.com/gpu": "8"}
+    assert node_share("128Gi", 1, node, gpu_resource="amd.com/gpu")["strands_gpus"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("1Gi", 1, "big"), "allocatable must be the node's allocatable resources"),
+        (("1Gi", 1, {"nvidia.com/gpu": 8}), "allocatable has no memory"),
+        (("1Gi", 1, {"memory": "lots", "nvidia.com/gpu": 8}), "allocatable.memory"),
+        (("1Gi", 1, {"memory": "8Gi", "nvidia.com/gpu": "eight"}), "allocatable['nvidia.com/gpu']"),
+        (("1Gi", 2, {"memory": "8Gi", "nvidia.com/gpu": 1}), "pod_gpus (2) must not be above"),
+        (("16Gi", 1, {"memory": "8Gi", "nvidia.com/gpu": 1}), "pod_memory (16Gi) must not be above"),
+        (("0", 1, NODE), "pod_memory must be above 0"),
+        (("1Gi", -1, NODE), "pod_gpus must be at least 0"),
+    ],
+)
+def test_node_share_errors_name_the_argument(args, message):
+    with pytest.raises(SizingError) as error:
+        node_share(*args)
+    assert message in str(error.value)

@@ -148,3 +148,50 @@ def test_a_negative_tolerance_is_named(run_module):
         run.result["msg"]
         == "memory_leak_tolerance_mib must be a number of MiB per epoch of at least 0, got -1.0"
     )
+
+
+def test_a_killed_pods_rank_is_named_with_its_last_memory_sample(run_module, tmp_path):
+    sample = {"rss_bytes": 1 << 30, "cgroup_working_set_bytes": 3 << 30, "cgroup_limit_bytes": 4 << 30}
+    (tmp_path / "rn-0-abc.log").write_text(healthy_log(0))
+    (tmp_path / "rn-1-xyz.log").write_text(
+        "\n".join(
+            [
+                metrics(1, "run_start", backend="gloo"),
+                metrics(1, "memory", phase="checkpoint_write_before", epoch=0, step=4, memory=sample),
+            ]
+        )
+    )
+    kill = {
+        "pod": "rn-1-xyz",
+        "container": "trainer",
+        "exit_code": 137,
+        "reason": "OOMKilled",
+        "oom_killed": True,
+    }
+    run = run_module(
+        training_log_info.main,
+        {
+            "paths": ["*.log"],
+            "base_dir": str(tmp_path),
+            "expect": {"world_size": 2},
+            "container_kills": [kill],
+        },
+    )
+    assert run.failed
+    assert run.result["msg"] == (
+        "training run check failed:\n- rank 1 stopped before finishing on host h: pod rn-1-xyz: container "
+        "trainer exited with code 137 (OOMKilled: the kernel's OOM killer stopped it at its memory limit); "
+        "last memory sample: RSS 1Gi, cgroup working set 3Gi of its 4Gi limit, in phase "
+        "checkpoint_write_before (epoch 0, step 4)"
+    )
+    assert run.result["ranks"][1]["last_memory"]["phase"] == "checkpoint_write_before"
+
+
+def test_a_kill_without_a_pod_is_refused_naming_the_option(run_module, tmp_path):
+    (tmp_path / "rank0.log").write_text(healthy_log(0))
+    run = run_module(
+        training_log_info.main,
+        {"paths": ["*.log"], "base_dir": str(tmp_path), "container_kills": [{"container": "trainer"}]},
+    )
+    assert run.failed
+    assert run.result["msg"].startswith("container_kills[0] must name its pod")
