@@ -58,6 +58,20 @@ def _plain_copy(value):
     return value
 
 
+def _field(parent, key, kind, what):
+    """parent[key], set to an empty KIND when missing; ValueError when it is something else."""
+    value = parent.setdefault(key, kind())
+    if value is None:
+        value = parent[key] = kind()
+    if not isinstance(value, kind):
+        raise ValueError("%s has %s that is not a %s" % (what, key, "mapping" if kind is dict else "list"))
+    return value
+
+
+def _mapping(value):
+    return value if isinstance(value, Mapping) else {}
+
+
 def init_container_template(cpu, memory):
     """The template file's text: the init container with requests equal to limits."""
     return _TEMPLATE % {"cpu": cpu, "memory": memory, "wait": _WAIT_FOR_MASTER}
@@ -67,11 +81,15 @@ def _operator_container(objects):
     """The Deployment and container of the operator: the container named training-operator
     (upstream's), or else the only container of the only Deployment (a rendered file of one's
     own). None when neither is there."""
-    deployments = [item for item in objects if item.get("kind") == "Deployment"]
+    deployments = [item for item in objects if isinstance(item, Mapping) and item.get("kind") == "Deployment"]
     candidates = []
     for deployment in deployments:
-        containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
-        candidates += [(deployment, container) for container in containers]
+        pod = _mapping(_mapping(_mapping(deployment.get("spec")).get("template")).get("spec"))
+        containers = pod.get("containers")
+        if isinstance(containers, list):
+            candidates += [
+                (deployment, container) for container in containers if isinstance(container, Mapping)
+            ]
     named = [pair for pair in candidates if pair[1].get("name") == OPERATOR_CONTAINER]
     if named:
         return named[0]
@@ -82,6 +100,8 @@ def with_init_container_template(objects, cpu, memory):
     """The operator's objects with the template's ConfigMap (in the Deployment's namespace)
     mounted at /etc/config in its container. Returns new objects; raises ValueError when the
     manifests hold no operator container or it already mounts something at /etc/config."""
+    if not isinstance(objects, (list, tuple)):
+        raise ValueError("the objects must be a list of Kubernetes objects, got %s" % type(objects).__name__)
     objects = list(objects)
     found = _operator_container(objects)
     if found is None:
@@ -95,31 +115,37 @@ def with_init_container_template(objects, cpu, memory):
     container = _operator_container([deployment])[1]
     position = next(index for index, item in enumerate(objects) if item is original)
     objects[position] = deployment
-    namespace = deployment["metadata"].get("namespace")
-    pod = deployment["spec"]["template"]["spec"]
-    taken = [mount for mount in container.get("volumeMounts") or [] if mount.get("mountPath") == CONFIG_DIR]
+    metadata = _field(deployment, "metadata", dict, "the operator's Deployment")
+    template = deployment["spec"]["template"]
+    pod = template["spec"]
+    mounts = _field(container, "volumeMounts", list, "the operator's container")
+    volumes = _field(pod, "volumes", list, "the operator's pod template")
+    pod_metadata = _field(template, "metadata", dict, "the operator's pod template")
+    annotations = _field(pod_metadata, "annotations", dict, "the operator's pod template metadata")
+    labels = metadata.get("labels") or {}
+    if not isinstance(labels, dict) or any(not isinstance(mount, dict) for mount in mounts):
+        raise ValueError("the operator's Deployment has labels or volumeMounts that are not mappings")
+    taken = [mount for mount in mounts if mount.get("mountPath") == CONFIG_DIR]
     if taken:
         raise ValueError(
             "the operator's container already mounts %s (volume %s)" % (CONFIG_DIR, taken[0].get("name"))
         )
+    namespace = metadata.get("namespace")
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
             "name": CONFIGMAP_NAME,
             **({"namespace": namespace} if namespace else {}),
-            "labels": dict(deployment["metadata"].get("labels") or {}),
+            "labels": dict(labels),
         },
         "data": {TEMPLATE_FILE: init_container_template(cpu, memory)},
     }
-    template = deployment["spec"]["template"]
-    template.setdefault("metadata", {}).setdefault("annotations", {})[TEMPLATE_HASH_ANNOTATION] = (
-        hashlib.sha256(configmap["data"][TEMPLATE_FILE].encode()).hexdigest()[:16]
-    )
-    pod.setdefault("volumes", []).append({"name": VOLUME_NAME, "configMap": {"name": CONFIGMAP_NAME}})
-    container.setdefault("volumeMounts", []).append(
-        {"name": VOLUME_NAME, "mountPath": CONFIG_DIR, "readOnly": True}
-    )
+    annotations[TEMPLATE_HASH_ANNOTATION] = hashlib.sha256(
+        configmap["data"][TEMPLATE_FILE].encode()
+    ).hexdigest()[:16]
+    volumes.append({"name": VOLUME_NAME, "configMap": {"name": CONFIGMAP_NAME}})
+    mounts.append({"name": VOLUME_NAME, "mountPath": CONFIG_DIR, "readOnly": True})
     # Before the Deployment, so that its first pod finds the file.
     objects.insert(position, configmap)
     return objects

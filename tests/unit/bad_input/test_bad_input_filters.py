@@ -326,6 +326,16 @@ CASES = {
         call(summaries, like(st.just("retinanet-20261122T050000Z")), memory=quantity, shm_size=quantity),
         ("training_job_memory_from_run", "memory_from_run"),
     ),
+    "training_operator_init_container": (
+        BUILDER,
+        call(documents, cpu=quantity, memory=quantity),
+        ("training_operator_init_container",),
+    ),
+    "training_operator_init_container_problems": (
+        PROBLEMS,
+        call(like(st.dictionaries(st.sampled_from(["cpu", "memory", "gpu"]), quantity, max_size=3)), text),
+        (),
+    ),
     "training_namespace_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
     "training_namespace_problems": (PROBLEMS, call(namespace_settings), ()),
     "training_workload": (
