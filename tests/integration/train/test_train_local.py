@@ -13,6 +13,8 @@ import types
 
 import pytest
 
+from ansible_collections.gpuops.training.plugins.module_utils import training_log
+
 PLAYBOOK = "playbooks/train.yml"
 INVENTORY = "inventories/local"
 
@@ -74,8 +76,7 @@ def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
 
 
 # Where a rank's memory can peak: the trainer's memory phases and its step samples.
-MEMORY_PHASES = {"train", "start", "loader_start", "epoch_end", "checkpoint_write_before",
-                 "checkpoint_write_after", "eval_after"}  # fmt: skip
+MEMORY_PHASES = set(training_log.MEMORY_PHASES)
 
 
 @pytest.mark.slow
