@@ -50,6 +50,16 @@ DEFAULT_LEAK_TOLERANCE_MIB = 16
 LEAK_MIN_EPOCHS = 3
 # The phase of a memory sample taken in a step record.
 STEP_PHASE = "train"
+# Every phase a sample can name: the step records' own and the trainer's memory events'.
+MEMORY_PHASES = (
+    "start",
+    "loader_start",
+    STEP_PHASE,
+    "epoch_end",
+    "checkpoint_write_before",
+    "checkpoint_write_after",
+    "eval_after",
+)
 # Memory events taken before training starts: not in the per-epoch minimum.
 PRE_TRAINING_PHASES = ("start",)
 # The memory quantities a rank reports: name, the sample's key, the key of its high-water mark

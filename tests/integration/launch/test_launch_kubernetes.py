@@ -385,8 +385,20 @@ def test_a_pod_that_never_schedules_ends_at_the_deadline_naming_it_and_the_reaso
     assert "Pending" in (only_run_dir(tmp_path / "runs") / "launcher.log").read_text()
 
 
+@pytest.mark.parametrize(
+    ("exit_code", "named"),
+    [
+        ("3", "exited with code 3 (Error)"),
+        # kwok's fail stage ends the container with reason Error: a SIGKILL without the
+        # kubelet's OOMKilled (which kwok cannot give; the unit tests and the real node do).
+        (
+            "137",
+            "exited with code 137 (killed by SIGKILL (the kernel's OOM killer sends it when memory runs out)",
+        ),
+    ],
+)
 def test_a_failing_pod_ends_the_run_with_the_failure_named(
-    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path
+    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path, exit_code, named
 ):
     settings = launch_vars(
         k8s_cluster,
@@ -394,36 +406,14 @@ def test_a_failing_pod_ends_the_run_with_the_failure_named(
         tmp_path / "runs",
         "indexed_job",
         training_job_backoff_limit=0,
-        training_job_pod_annotations={"gpuops.test/fail": "true", "gpuops.test/exit-code": "3"},
+        training_job_pod_annotations={"gpuops.test/fail": "true", "gpuops.test/exit-code": exit_code},
     )
     run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=300)
     assert run.rc != 0, run
     output = " ".join(run.output.split())
     assert "Job %s/rn-" % launch_namespace in output and "failed (BackoffLimitExceeded" in output
-    assert "exited with code 3 (Error)" in output
+    assert named in output
     assert "did not finish within" not in output
-
-
-def test_a_pod_killed_with_exit_code_137_is_named_with_what_sends_sigkill(
-    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path
-):
-    # kwok's fail stage ends the container with the annotated code and reason Error: a SIGKILL
-    # without the kubelet's OOMKilled (which kwok cannot give); the unit tests cover OOMKilled.
-    settings = launch_vars(
-        k8s_cluster,
-        launch_namespace,
-        tmp_path / "runs",
-        "indexed_job",
-        training_job_backoff_limit=0,
-        training_job_pod_annotations={"gpuops.test/fail": "true", "gpuops.test/exit-code": "137"},
-    )
-    run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=300)
-    assert run.rc != 0, run
-    output = " ".join(run.output.split())
-    assert (
-        "exited with code 137 (killed by SIGKILL (the kernel's OOM killer sends it when memory runs out))"
-        in output
-    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ import types
 
 import pytest
 
+from ansible_collections.gpuops.training.plugins.module_utils import training_log
+
 PLAYBOOK = "playbooks/train.yml"
 INVENTORY = "inventories/local"
 
@@ -74,8 +76,7 @@ def test_the_report_says_plainly_that_nccl_was_not_used(healthy_run):
 
 
 # Where a rank's memory can peak: the trainer's memory phases and its step samples.
-MEMORY_PHASES = {"train", "start", "loader_start", "epoch_end", "checkpoint_write_before",
-                 "checkpoint_write_after", "eval_after"}  # fmt: skip
+MEMORY_PHASES = set(training_log.MEMORY_PHASES)
 
 
 @pytest.mark.slow
@@ -172,17 +173,23 @@ def test_every_rank_kept_its_output(healthy_run):
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
+def run_with_fault(run_playbook, runs_dir, fault):
+    """A 2-epoch run whose rank fails as the fault drill says (e.g. 1@3: rank 1 at step 3)."""
     run = run_playbook(
         PLAYBOOK,
         INVENTORY,
         {
-            "training_job_runs_dir": str(tmp_path),
-            "training_job_inject_fault": "1@3",
+            "training_job_runs_dir": str(runs_dir),
+            "training_job_inject_fault": fault,
             "training_job_epochs": 2,
         },
     )
     assert run.rc != 0, run
+    return run
+
+
+def test_a_failing_rank_fails_the_playbook_and_is_named(run_playbook, tmp_path):
+    run = run_with_fault(run_playbook, tmp_path, "1@3")
     assert "rank 1 failed" in run.output
     assert "last lines of rank 1" in run.output
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
@@ -237,16 +244,7 @@ def test_bad_input_fails_before_anything_starts(run_playbook, tmp_path, extra_va
 @pytest.mark.distributed
 def test_a_sigkilled_rank_is_named_with_the_oom_killer_and_its_last_memory_sample(run_playbook, tmp_path):
     # The fault drill's kill mode: rank 1 sends itself SIGKILL at step 3, as the OOM killer would.
-    run = run_playbook(
-        PLAYBOOK,
-        INVENTORY,
-        {
-            "training_job_runs_dir": str(tmp_path),
-            "training_job_inject_fault": "1@3:kill",
-            "training_job_epochs": 2,
-        },
-    )
-    assert run.rc != 0, run
+    run = run_with_fault(run_playbook, tmp_path, "1@3:kill")
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     first = summary["failures"][0].splitlines()[0]
     print(first)
