@@ -365,7 +365,13 @@ def test_an_nccl_message_starting_mid_line_is_read_with_its_host():
             ["collective_timeout"],
             [3],
         ),
-        ("0: ncclInternalError: Internal check failed.", ["internal_error"], [0]),
+        (
+            "0: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, "
+            "NCCL version 2.18.1",
+            ["internal_error"],
+            [0],
+        ),
         (
             "torch.distributed.DistBackendError: NCCL error in: "
             "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, internal error - please report this issue "
@@ -374,14 +380,15 @@ def test_an_nccl_message_starting_mid_line_is_read_with_its_host():
             [],
         ),
         (
-            "[1,2]<stderr>:ncclSystemError: System call (e.g. socket, malloc) or external library call "
-            "failed or device error.",
+            "[1,2]<stderr>:RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, "
+            "unhandled system error, NCCL version 2.7.8",
             ["system_error"],
             [2],
         ),
         (
-            "[pod/w-1/pytorch] [rank5]: ncclRemoteError: A call failed possibly due to a network error or a "
-            "remote process exiting prematurely.",
+            "[pod/w-1/pytorch] [rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+            "distributed/c10d/ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, "
+            "NCCL version 2.19.3",
             ["remote_exited"],
             [5],
         ),
@@ -390,7 +397,13 @@ def test_an_nccl_message_starting_mid_line_is_read_with_its_host():
             ["invalid_usage"],
             [4],
         ),
-        ("ncclUnhandledCudaError: Call to CUDA function failed.", ["cuda_error"], []),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+            "NCCL version 2.19.3",
+            ["cuda_error"],
+            [],
+        ),
         ("RuntimeError: NCCL error: invalid argument, NCCL version 2.7.8", ["nccl_error"], []),
         ("RuntimeError: NCCL error: unhandled system error, NCCL version 2.7.8", ["system_error"], []),
         ("RuntimeError: NCCL communicator was aborted on rank 3.", ["aborted"], [3]),
