@@ -19,8 +19,9 @@ description:
     /dev/shm, aborted communicators, unhandled system or CUDA errors, NCCL internal errors,
     invalid usage, nccl-tests failures) and names the remedy for each in RV(errors). The failures
     PyTorch reports about NCCL (the ProcessGroupNCCL watchdog and heartbeat timeouts,
-    C(NCCL error ...), C(ncclSystemError), C(ncclInternalError), C(ncclRemoteError),
-    C(ncclInvalidUsage)) are classified the same way, also in a log without any NCCL INFO line.
+    C(NCCL error ...) with NCCL's error string, as torch prints it before C(ncclSystemError),
+    C(ncclInternalError), C(ncclRemoteError) or C(ncclInvalidUsage)) are classified the same way,
+    also in a log without any NCCL INFO line.
   - An NCCL message that starts in the middle of another process's line is read, with its host.
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
     RV(nccl_used=false) instead of reporting success. When NCCL printed nothing but nccl-tests'
