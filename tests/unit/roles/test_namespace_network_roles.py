@@ -19,25 +19,6 @@ def load(path):
 
 
 @pytest.mark.parametrize("role", CLUSTER_ROLES)
-def test_every_default_is_in_the_argument_spec_with_the_same_value(role):
-    defaults = load(role + "/defaults/main.yml")
-    options = load(role + "/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name]["default"] == value, name
-        assert options[name]["description"]
-        assert name.startswith(role + "_")
-
-
-@pytest.mark.parametrize("role", CLUSTER_ROLES)
-def test_every_default_is_documented_with_a_comment(role):
-    lines = (ROLES / role / "defaults" / "main.yml").read_text().splitlines()
-    for number, line in enumerate(lines):
-        if line and not line.startswith((" ", "#", "-")) and ":" in line and line != "---":
-            assert lines[number - 1].startswith("#"), "%s: %s has no comment above it" % (role, line)
-
-
-@pytest.mark.parametrize("role", CLUSTER_ROLES)
 def test_every_variable_is_described_in_the_readme(role):
     readme = (ROLES / role / "README.md").read_text()
     for name in load(role + "/defaults/main.yml"):

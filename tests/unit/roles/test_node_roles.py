@@ -38,24 +38,6 @@ def render(role, template, **variables):
     )
 
 
-@pytest.mark.parametrize("role", NODE_ROLES)
-def test_every_default_is_in_the_argument_spec_with_the_same_value(role):
-    defaults = load(role + "/defaults/main.yml")
-    options = load(role + "/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name]["default"] == value, name
-        assert options[name]["description"]
-
-
-@pytest.mark.parametrize("role", NODE_ROLES)
-def test_every_default_is_documented_with_a_comment(role):
-    lines = (ROLES / role / "defaults" / "main.yml").read_text().splitlines()
-    for number, line in enumerate(lines):
-        if line and not line.startswith((" ", "#", "-")) and ":" in line and line != "---":
-            assert lines[number - 1].startswith("#"), "%s: %s has no comment above it" % (role, line)
-
-
 def test_the_crio_dropin_renders_the_defaults_as_toml():
     text = render("crio_limits", "99-ulimits.conf.j2")
     assert tomllib.loads(text) == {

@@ -19,24 +19,10 @@ def load(path):
     return yaml.safe_load((ROLE / path).read_text())
 
 
-def test_every_default_is_in_the_argument_spec_with_the_same_value():
-    defaults = load("defaults/main.yml")
-    options = load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name]["default"] == value, name
-        assert options[name]["description"]
-        assert name.startswith("trainer_image_")
-
-
-def test_every_default_is_documented_with_a_comment_and_in_the_readme():
-    lines = (ROLE / "defaults" / "main.yml").read_text().splitlines()
+def test_every_default_is_in_the_readme():
     readme = (ROLE / "README.md").read_text()
-    for number, line in enumerate(lines):
-        if line and not line.startswith((" ", "#", "-")) and ":" in line and line != "---":
-            name = line.split(":")[0]
-            assert lines[number - 1].startswith("#"), "%s has no comment above it" % name
-            assert "`%s`" % name in readme, name
+    for name in load("defaults/main.yml"):
+        assert "`%s`" % name in readme, name
 
 
 def test_the_password_is_hidden_by_the_argument_spec():

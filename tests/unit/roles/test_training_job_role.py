@@ -17,31 +17,6 @@ def load(path):
     return yaml.safe_load((ROLES / path).read_text())
 
 
-def test_every_default_is_in_the_argument_spec_with_the_same_value():
-    defaults = load("training_job/defaults/main.yml")
-    options = load("training_job/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name].get("default", value) == value, name
-        assert options[name]["description"], name
-
-
-def test_every_cluster_launcher_variable_is_documented_with_a_comment():
-    lines = (ROLES / "training_job" / "defaults" / "main.yml").read_text().splitlines()
-    start = next(
-        number for number, line in enumerate(lines) if line.startswith("# ---- Kubernetes launchers")
-    )
-    for number in range(start, len(lines)):
-        line = lines[number]
-        if not line or line.startswith((" ", "#", "-")):
-            continue
-        # A variable, or a group of variables under one comment.
-        above = number - 1
-        while lines[above] and not lines[above].startswith("#") and ":" in lines[above]:
-            above -= 1
-        assert lines[above].startswith("#"), "%s has no comment above it" % line
-
-
 def test_the_launcher_choices_are_the_ones_the_role_has_tasks_for():
     options = load("training_job/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
     choices = options["training_job_launcher"]["choices"]

@@ -20,23 +20,6 @@ def load(path):
     return yaml.safe_load((ROLE / path).read_text())
 
 
-def test_every_default_is_declared_and_documented_with_a_comment():
-    defaults = load("defaults/main.yml")
-    options = load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name]["description"], name
-        if "{{" not in str(value):  # a default taken from another role's variable is not restated
-            assert options[name].get("default") == value, name
-    lines = (ROLE / "defaults" / "main.yml").read_text().splitlines()
-    for number, line in enumerate(lines):
-        if line and not line.startswith((" ", "#", "-")):
-            above = number - 1
-            while above >= 0 and lines[above] and not lines[above].startswith("#"):
-                above -= 1  # the variables (and their continuation lines) grouped under one comment
-            assert above >= 0 and lines[above].startswith("#"), line
-
-
 def test_the_memory_variables_have_the_documented_defaults():
     defaults = load("defaults/main.yml")
     assert defaults["training_verify_memory_buffer_percent"] == 10
