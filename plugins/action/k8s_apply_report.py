@@ -33,7 +33,8 @@ class ActionModule(ActionBase):
         except ManifestError as error:
             result.update(failed=True, msg="k8s_apply_report: %s" % error)
             return result
-        if not (self._task.diff or self._play_context.diff):
+        # The task's diff keyword (diff: false where the objects hold secrets), else --diff.
+        if not self._task.diff:
             report.pop("diff")
         result.update(report)
         # Shown without -v, as debug is: which objects changed, or were rejected and why.

@@ -357,10 +357,13 @@ def apply_report(documents, registered, deferred=(), what="the objects", check_m
     one (with ``failed``), else a one-line summary.
     """
     items = objects(documents)
-    results = call_results(items, registered)
+    results = call_results(documents, registered)
     refused = rejected(items, results)
     touched = changed(items, results)
-    later = [object_ref(document) for document in objects(deferred)]
+    try:
+        later = [object_ref(document) for document in objects(deferred)]
+    except ManifestError as error:
+        raise ManifestError("deferred: %s" % error) from error
     diffs = []
     for document, result in _paired(items, results):
         diff = result.get("diff") if isinstance(result, dict) and result.get("changed") else None

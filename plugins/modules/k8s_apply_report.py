@@ -50,7 +50,10 @@ attributes:
     description: Reports what the dry run of the call would change.
   diff_mode:
     support: full
-    description: Shows the diff of every changed object, headed with the object.
+    description:
+      - Shows the diff of every changed object, headed with the object.
+      - Set the task keyword C(diff) to false where the objects hold secrets (the apply call
+        then has C(no_log)).
 """
 
 EXAMPLES = r"""
