@@ -346,6 +346,14 @@ def call_results(documents, registered):
     raise ManifestError("results: a kubernetes.core.k8s call over several objects has result.results")
 
 
+def _answered(result):
+    """Whether the API server answered the call that failed (its error holds the server's
+    Status), rather than the call never reaching it."""
+    error = result.get("error")
+    text = str(error.get("msg") if isinstance(error, dict) else error)
+    return api_error_message(text) != text
+
+
 def apply_report(documents, registered, deferred=(), what="the objects", check_mode=False):
     """What one kubernetes.core.k8s call over ``documents`` did, object by object.
 
@@ -354,7 +362,8 @@ def apply_report(documents, registered, deferred=(), what="the objects", check_m
     Returns ``changed``, ``changed_objects``, ``deferred_objects``, ``rejected_objects`` (one
     ``Kind ns/name: server's message`` line each), ``diff`` (one entry per changed object
     that has one, headed with the object) and ``msg``: every rejected object when there is
-    one (with ``failed``), else a one-line summary.
+    one (with ``failed``; headed "The API server rejected" when the server answered every
+    failed call), else a one-line summary.
     """
     items = objects(documents)
     results = call_results(documents, registered)
@@ -386,10 +395,11 @@ def apply_report(documents, registered, deferred=(), what="the objects", check_m
     }
     if refused:
         report["failed"] = True
-        report["msg"] = "\n- ".join(
-            ["The API server rejected %d of the %d objects of %s:" % (len(refused), len(items), what)]
-            + refused
-        )
+        if all(_answered(result) for result in results if isinstance(result, dict) and result.get("error")):
+            header = "The API server rejected %d of the %d objects of %s:" % (len(refused), len(items), what)
+        else:  # some never reached it (the server did not answer): each line says why
+            header = "%d of the %d objects of %s failed:" % (len(refused), len(items), what)
+        report["msg"] = "\n- ".join([header] + refused)
         return report
     verb = "would change" if check_mode else "changed"
     summary = "%d of the %d objects of %s %s" % (len(touched), len(items), what, verb)

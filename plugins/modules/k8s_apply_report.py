@@ -20,6 +20,8 @@ description:
   - "Fails when the API server rejected any object, with one message naming every rejected
     object and the server's own reason, such as C(The API server rejected 1 of the 9 objects
     of namespace training: - PriorityClass gpu-training: ... may not be changed in an update.)"
+  - "When a call never reached the API server (it did not answer), the message is headed
+    C(N of the M objects of ... failed:) and each line gives the client's error instead."
   - Runs on the controller and contacts no API server.
 options:
   objects:

@@ -91,7 +91,10 @@ def test_every_rejected_object_is_named_with_the_servers_message(tmp_path):
     results = {
         "changed": False,
         "result": {
-            "results": [{"changed": False, "error": error}, {"changed": False, "error": {"msg": "boom"}}]
+            "results": [
+                {"changed": False, "error": error},
+                {"changed": False, "error": {"msg": 'Failed: {"kind": "Status", "message": "boom"}'}},
+            ]
         },
     }
     run = run_report(tmp_path, results)

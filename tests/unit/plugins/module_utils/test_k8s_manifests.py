@@ -222,7 +222,11 @@ def test_apply_report_names_every_rejected_object_with_the_servers_reason():
             "results": [
                 {"changed": True, "result": NAMESPACE},
                 {"changed": False, "result": {}, "error": error},
-                {"changed": False, "result": {}, "error": {"msg": "Forbidden: no"}},
+                {
+                    "changed": False,
+                    "result": {},
+                    "error": {"msg": 'Failed: {"kind": "Status", "message": "no"}'},
+                },
             ]
         },
     }
@@ -231,9 +235,21 @@ def test_apply_report_names_every_rejected_object_with_the_servers_reason():
     assert report["msg"].split("\n- ") == [
         "The API server rejected 2 of the 3 objects of the operator:",
         "CustomResourceDefinition pytorchjobs.kubeflow.org: " + STATUS["message"],
-        "Deployment kubeflow/training-operator: Forbidden: no",
+        "Deployment kubeflow/training-operator: no",
     ]
     assert report["changed_objects"] == ["Namespace kubeflow"]
+
+
+def test_apply_report_of_calls_that_never_reached_the_server_does_not_say_it_rejected_them():
+    refused = "Failed to retrieve requested object: HTTPSConnectionPool(host='127.0.0.1'): Connection refused"
+    registered = {
+        "changed": True,
+        "result": {"results": [{"changed": True}, {"changed": False, "error": {"msg": refused}}]},
+    }
+    report = apply_report([NAMESPACE, DEPLOYMENT], registered, what="the operator")
+    assert report["msg"] == (
+        "1 of the 2 objects of the operator failed:\n- Deployment kubeflow/training-operator: " + refused
+    )
 
 
 def test_apply_report_lists_changes_with_one_diff_per_object_and_the_deferred_objects():
