@@ -93,6 +93,8 @@ class SlowLink:
                 end.close()
 
     def close(self):
+        # shutdown() first: close() alone leaves the socket listening while accept() waits on it.
+        self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
 
