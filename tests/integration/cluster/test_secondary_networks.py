@@ -512,4 +512,4 @@ def test_a_manifest_without_the_awaited_daemonset_is_refused_before_any_api_call
     # to the API server (absent here), so the failure is the connection's, not the check's.
     run = run_role("secondary_networks", dict(variables, secondary_networks_multus_namespace="multus-system"))
     assert run.rc != 0 and "creates no DaemonSet" not in run.output
-    assert "Apply each object of the Multus manifest" in run.output, run.output
+    assert "Apply every object of the Multus thick-plugin manifest in one call" in run.output, run.output
