@@ -15,6 +15,7 @@ through a relay that holds every request a while, as a slow link would.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -55,10 +56,12 @@ def private_cluster(tmp_path_factory):
 
 class SlowLink:
     """A TCP relay to the apiserver that holds every chunk the client sends for DELAY seconds
-    (TLS passes through untouched). close() stops it: new connections are refused."""
+    (TLS passes through untouched). close() cuts it: open connections are dropped and new
+    ones refused."""
 
     def __init__(self, host, port, delay):
         self.upstream, self.delay = (host, port), delay
+        self.sockets = []
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -77,6 +80,7 @@ class SlowLink:
         except OSError:
             client.close()
             return
+        self.sockets += [client, upstream]
         threading.Thread(target=self._pump, args=(upstream, client, 0), daemon=True).start()
         self._pump(client, upstream, self.delay)
 
@@ -96,6 +100,9 @@ class SlowLink:
         # shutdown() first: close() alone leaves the socket listening while accept() waits on it.
         self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
+        for end in self.sockets:
+            with contextlib.suppress(OSError):  # already closed by its pump
+                end.shutdown(socket.SHUT_RDWR)
 
 
 def slow_kubeconfig(cluster, path, delay):
@@ -157,8 +164,8 @@ def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private
     created_before_the_outage = cluster.kubectl(
         "get", KINDS, "-n", namespace, "-o", "name", check=False
     ).stdout
+    link.close()  # first: the apiserver takes a while to stop and still answers meanwhile
     cluster.harness.stop_apiserver()
-    link.close()
     try:
         first.join(timeout=300)
     finally:
