@@ -191,9 +191,9 @@ def measure(role, harness, workdir):
         _again_s, again_changed = timed_run(role, variables)
         result.update(
             objects=len(objects),
-            kubectl_apply_s=round(kubectl_s, 2),
+            kubectl_apply_s=round(kubectl_s, 3),
             second_to_kubectl=round(second_s / kubectl_s, 2),
-            playbook_startup_s=round(startup_s, 2),
+            playbook_startup_s=round(startup_s, 3),
             second_less_startup_to_kubectl=round((second_s - startup_s) / kubectl_s, 2),
             changed_after_kubectl=again_changed,
         )
