@@ -33,8 +33,11 @@ options:
     elements: raw
     default: []
 notes:
-  - Logs are read line by line in constant memory. Invalid UTF-8, ANSI colour codes, CRI and
-    RFC 3339 timestamps, C(kubectl logs --prefix) pod prefixes, Open MPI C([1,N]<stdout>:) tags
-    and torchrun C([defaultN]:) tags are tolerated and removed before parsing.
+  - Logs are read line by line in constant memory. Invalid UTF-8, ANSI colour codes, CRI,
+    RFC 3339 and syslog timestamps, C(kubectl logs --prefix) pod prefixes, Open MPI
+    C([1,N]<stdout>:) tags, C(srun --label) task numbers (C(0:) and a space), Ray and SkyPilot process
+    prefixes (C(head, rank=0, pid=N) in parentheses), C([host:N]:) tags and torchrun C([defaultN]:) and
+    C([rankN]:) tags are tolerated and removed before parsing, stacked in any order. The rank
+    the innermost of them names is kept where a result reports ranks.
   - At least one of O(paths), O(content) or O(pod_logs) must be given.
 """

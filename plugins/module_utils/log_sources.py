@@ -4,8 +4,10 @@
 
 Every parser in this collection reads its input through this module, so they all
 tolerate the same things: invalid UTF-8, over-long or truncated lines, ANSI colour
-codes, CRI and RFC 3339 timestamps, ``kubectl logs --prefix`` pod prefixes, MPI
-``[1,N]<stdout>:`` tags and torchrun ``[defaultN]:`` / ``[rankN]:`` tags.
+codes, CRI, RFC 3339 and syslog timestamps, ``kubectl logs --prefix`` pod prefixes, MPI
+``[1,N]<stdout>:`` tags, ``srun --label`` task numbers (``0: ``), Ray and SkyPilot process
+prefixes (``(head, rank=0, pid=N)``, ``(RayWorker pid=N, ip=...)``), ``[host:N]:`` tags and
+torchrun ``[defaultN]:`` / ``[rankN]:`` tags, stacked in any order.
 
 Lines are streamed one at a time: memory stays constant whatever the size of a file.
 :func:`scan_lines` goes further for parsers that only need lines holding a keyword: it
@@ -37,14 +39,36 @@ _PREFIX = re.compile(
         \[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\][ ]
       | # kubectl logs --timestamps and most log shippers
         \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\ +
+      | # syslog (RFC 3164): "Nov 26 07:16:57 host tag[pid]: "
+        (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\ [\ \d]\d\ \d\d:\d\d:\d\d(?:\.\d+)?
+        \ [\w.-]+\ [^\s:\[\]]+(?:\[\d+\])?:[ ]
       | # Open MPI --tag-output
         \[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:
       | # torchrun --tee and torch's own rank prefix
         \[(?:default|rank)(?P<torch_rank>\d+)\]:\ ?
+      | # srun --label: the task number, padded with spaces to the width of the largest
+        \ *(?P<srun_rank>\d+):[ ]
+      | # Ray and SkyPilot: "(head, rank=0, pid=123)", "(RayWorker pid=123, ip=10.0.0.2)"
+        \((?P<ray>[^()\n]{0,200}?\bpid=\d+[^()\n]{0,200}?)\)[ ]
+      | # "[host:N]:" tags of some MPI launchers (as behind SkyPilot's prefix)
+        \[[\w.-]+:\d+\]:
     )
     """,
     re.VERBOSE,
 )
+# SkyPilot's "rank=N" is the node's rank (SKYPILOT_NODE_RANK), not a process rank.
+_RAY_NODE_RANK = re.compile(r"\brank=(\d+)")
+# The first characters a prefix may start with: the rest of the line is not tried.
+_PREFIX_FIRST = frozenset("[( 0123456789ADFJMNOS")
+# The same test on raw bytes, for readers that look at bytes (nccl_scan): whether
+# normalize_line may strip something from a line starting with these bytes.
+_PREFIX_START = re.compile(rb"[\[( \t0-9]|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d ")
+
+
+def may_start_with_prefix(raw):
+    """Whether ``normalize_line`` may strip a collector prefix from a line starting with ``raw``
+    (bytes). False means the line reads as itself (colour codes aside)."""
+    return _PREFIX_START.match(raw) is not None
 
 
 class LogSourceError(ValueError):
@@ -199,24 +223,29 @@ def normalize_line(raw):
 
     ``text`` is the line without its line ending, colour codes and collector
     prefixes; ``tags`` holds what the prefixes said (``pod``, ``container``,
-    ``rank``) or is None when there was no tagged prefix.
+    ``rank``, ``node_rank``) or is None when there was no tagged prefix.
     """
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     text = text.rstrip("\r\n")
     if "\x1b" in text:
         text = _ANSI_ESCAPE.sub("", text)
     tags = None
-    # Prefixes start with a digit or '['; anything else has none.
-    while text and (text[0] == "[" or text[0].isdigit()):
+    # Prefixes start with one of a few characters; a line starting otherwise has none.
+    while text and text[0] in _PREFIX_FIRST:
         match = _PREFIX.match(text)
         if match is None:
             break
         groups = match.groupdict()
         if groups["pod"]:
             tags = dict(tags or {}, pod=groups["pod"], container=groups["container"])
-        rank = groups["mpi_rank"] or groups["torch_rank"]
+        rank = groups["mpi_rank"] or groups["torch_rank"] or groups["srun_rank"]
         if rank is not None:
+            # Prefixes nest outside in: the innermost rank (the process's own) wins.
             tags = dict(tags or {}, rank=int(rank))
+        elif groups["ray"]:
+            node_rank = _RAY_NODE_RANK.search(groups["ray"])
+            if node_rank:
+                tags = dict(tags or {}, node_rank=int(node_rank.group(1)))
         text = text[match.end() :]
     return text, tags
 

@@ -34,6 +34,7 @@ import time
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
     MAX_LINE_BYTES,
+    may_start_with_prefix,
     normalize_line,
 )
 
@@ -179,11 +180,11 @@ class NcclScan:
                         self._pattern_candidates.discard(body)
                         self._pattern_bodies.append(body)  # see _scan_block
                     return
-                text = normalize_line(raw)[0]
+                text, tags = normalize_line(raw)
                 marker = text.find("NCCL INFO ")
                 if marker >= 0:
                     self._line_start = line_start
-                    parser.on_info(text[marker + 10 :], text[:marker], None)
+                    parser.on_info(text[marker + 10 :], text[:marker], None, tags and tags.get("rank"))
                     if parser.new_paths or parser.new_bodies:
                         self._learn()
                     return
@@ -195,12 +196,12 @@ class NcclScan:
     def _plain_header(self, header):
         """(host, pid) of a raw prefix that reads as itself, or False.
 
-        A prefix reads as itself when it is ASCII, names no "NCCL" and starts with no
-        character that normalize_line may take for a collector prefix.
+        A prefix reads as itself when it is ASCII, names no "NCCL" and does not start the
+        way a collector prefix may (log_sources.may_start_with_prefix).
         """
         if len(self._plain_headers) >= _MAX_HEADERS:
             self._plain_headers.clear()
-        if header.isascii() and b"NCCL" not in header and header[:1] not in b"[0123456789":
+        if header.isascii() and b"NCCL" not in header and not may_start_with_prefix(header):
             text = header.decode("ascii")
             host_pid = self.parser.host_pid_of(text)
         else:
@@ -325,8 +326,8 @@ class NcclScan:
         self._compile_seconds += time.perf_counter() - started
 
     def _on_raw_line(self, line_number, raw):
-        text, _tags = normalize_line(raw)  # the same text feed() gets from iter_lines
-        self.parser.read_line(text, "%s:%d" % (self._source, line_number))
+        text, tags = normalize_line(raw)  # the same text and tags feed() gets from iter_lines
+        self.parser.read_line(text, "%s:%d" % (self._source, line_number), tags and tags.get("rank"))
 
 
 def find_marker(text, start):

@@ -9,6 +9,13 @@ size rows, ``# Out of bounds values : N OK|FAILED`` and ``# Avg bus bandwidth : 
 Collectors' prefixes, NCCL INFO lines between the rows, and header lines that lost their
 ``#`` (pasted into markdown) are tolerated.
 
+Several processes writing to one stream break rows: ``mpirun --tag-output`` tags each piece
+of output it receives, so a row can arrive in pieces with other ranks' lines between them,
+and another rank's NCCL line can start in the middle of a row. A row cut that way is put
+back together from its pieces (a piece of a tagged row only joins pieces with the same tag),
+when exactly one way of joining them reads as a row of the table's columns; a piece that
+never completes, or that joins in several ways, is named in ``parse_warnings``.
+
 Bandwidth is judged on the large-message rows (1 GiB and up by default; the largest size
 present when none is that large): their peak bus bandwidth, as a share of what the links
 can carry. ``# Avg bus bandwidth`` averages over every size, small ones included, so it is
@@ -18,16 +25,31 @@ whatever the bandwidth.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     MAX_PARSE_WARNINGS,
     ErrorCollector,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.nccl_scan import find_marker
 
 LARGE_MESSAGE_BYTES = 1 << 30
 MAX_TABLES = 256
 MAX_ROWS_PER_TABLE = 4096
 MAX_RANKS_LISTED = 4096
+# Pieces of cut rows: at most this many pieces per row, ways of joining them, and rows
+# waiting for their rest (one per collector tag).
+MAX_ROW_PIECES = 6
+MAX_ROW_READINGS = 8
+MAX_OPEN_ROWS = 64
+
+# The NCCL prefix of a line spliced into a row: "host:pid:tid [dev] " and a WARN's "file.cc:line ".
+_SPLICED_HEADER = re.compile(r"(\S+):\d+:\d+ \[\d+\] (?:[\w./-]+:\d+ )?$")
+# A host name glued behind the cut row's last characters starts with a letter.
+_GLUED_HOST = re.compile(r"[A-Za-z][A-Za-z0-9.-]*$")
+# What the last token of a cut row may be: the start of a number or of N/A.
+_NUMBER_START = re.compile(r"[-+]?\d*\.?\d*(?:[eE][-+]?\d*)?|N/?A?")
 
 _REMEDY_WRONG = (
     "Results were corrupted in transit: rerun with NCCL_ALGO=Ring and NCCL_PROTO=Simple to find the "
@@ -127,6 +149,18 @@ class _Table:
         )
 
 
+class _OpenRow:
+    """The pieces of a row cut by other processes' output, and the ways to join them."""
+
+    __slots__ = ("readings", "where", "pieces", "source")
+
+    def __init__(self, readings, where, source):
+        self.readings = readings  # candidate texts of the row so far
+        self.where = [where]
+        self.pieces = 1
+        self.source = source
+
+
 class NcclTestsParser:
     """Feed it lines with :meth:`feed` (or sources with :meth:`feed_sources`); read :meth:`result`."""
 
@@ -140,26 +174,35 @@ class NcclTestsParser:
         self.parse_warnings = []
         self.parse_warning_count = 0
         self.pending_test = None  # a *_perf binary named on a command line before its table
+        self.open_rows = {}  # collector tag -> _OpenRow: a row waiting for its rest
 
     def feed_sources(self, sources):
         numbers = {}
-        for source, text, _tags in iter_lines(sources):
+        for source, text, tags in iter_lines(sources):
             numbers[source] = numbers.get(source, 0) + 1
-            self.feed(source, text, numbers[source])
+            self.feed(source, text, numbers[source], tags)
         return self
 
-    def feed(self, source, text, line_number=None):
+    def feed(self, source, text, line_number=None, tags=None):
+        """Take one line (normalised by ``log_sources.normalize_line``) and its tags."""
         self.lines += 1
         stripped = text.strip()
         if not stripped:
             return
         where = "%s:%d" % (source, line_number) if line_number is not None else source
         first = stripped[0]
-        if first.isdigit():
-            self._on_row(stripped, where)
+        if "Test NCCL failure" in stripped or "Test CUDA failure" in stripped:
+            if self.table is not None:
+                self.table.failed = True
+            self.errors.classify(stripped, where, rank=tags.get("rank") if tags else None)
+            return
+        if first.isdigit() or (self.open_rows and stripped.startswith("N/A")):
+            self._on_row(text.rstrip(), source, where, _tag_key(tags))
             return
         if "NCCL INFO" in stripped:
             return  # NCCL's own lines between the rows
+        if first == "#" and self.open_rows:
+            self._close_open_rows()  # the table's rows are over: a cut row never got its rest
         content = stripped.lstrip("#").strip()
         if content.startswith("nccl-tests version"):
             self._new_table(force=True).version = content.split()[2] if len(content.split()) > 2 else None
@@ -179,10 +222,6 @@ class NcclTestsParser:
             self._on_out_of_bounds(content, where)
         elif content.startswith("Avg bus bandwidth"):
             self._on_avg(content, where)
-        elif "Test NCCL failure" in stripped or "Test CUDA failure" in stripped:
-            if self.table is not None:
-                self.table.failed = True
-            self.errors.classify(stripped, where)
         elif "_perf" in stripped:
             self._on_command_line(stripped)
 
@@ -275,15 +314,86 @@ class NcclTestsParser:
         except (ValueError, IndexError):
             self._parse_warning(where, "unreadable 'Avg bus bandwidth' line")
 
-    def _on_row(self, text, where):
+    def _on_row(self, text, source, where, key):
+        """A line starting with a digit (or N/A while a row waits for its rest): a size row,
+        a piece of one, or an NCCL line whose host name starts with a digit."""
         table = self.table
         if table is None:
             return  # numbers outside any nccl-tests output
-        row = _parse_row(text.split())
-        if row is None:
-            if len(text.split()) >= 10:
-                self._parse_warning(where, "a size row could not be read: %s" % text[:120])
+        piece, spliced = _cut_spliced_line(text)
+        if piece is None:
+            self._parse_warning(
+                where,
+                "a size row with another process's NCCL line spliced into it could not be cut "
+                "apart (the NCCL host name starts with a digit): %s" % text.strip()[:120],
+            )
             return
+        if not piece.strip():
+            return  # an NCCL line of a host whose name starts with a digit
+        columns = self._expected_columns()
+        open_row = self.open_rows.get(key)
+        if open_row is not None and open_row.source != source:
+            self._close_open_row(key)
+            open_row = None
+        if open_row is not None:
+            readings = _join_readings(open_row.readings, piece)
+            rows, prefixes = _judge_readings(readings, columns)
+            if rows or prefixes:
+                open_row.where.append(where)
+                open_row.pieces += 1
+                if rows:
+                    del self.open_rows[key]
+                    self._take_rows(rows, open_row.where)
+                elif open_row.pieces >= MAX_ROW_PIECES:
+                    self._close_open_row(key)
+                else:
+                    open_row.readings = prefixes[:MAX_ROW_READINGS]
+                return
+            self._close_open_row(key)  # this piece does not continue it: read it on its own
+        rows, prefixes = _judge_readings([piece.lstrip()], columns)
+        if rows:
+            self._add_row(rows[0][0], piece.strip(), where)
+        elif prefixes and (spliced or len(prefixes[0].split()) < (columns or 13)):
+            if len(self.open_rows) >= MAX_OPEN_ROWS:
+                self._close_open_row(next(iter(self.open_rows)))
+            self.open_rows[key] = _OpenRow(prefixes, where, source)
+        elif len(piece.split()) >= 10:
+            self._parse_warning(where, "a size row could not be read: %s" % piece.strip()[:120])
+
+    def _expected_columns(self):
+        """How many tokens a row of the current table has, when its column line said."""
+        columns = self.table.columns if self.table is not None else None
+        if columns and len(columns) in (11, 12, 13):
+            return len(columns)
+        return None
+
+    def _take_rows(self, rows, where):
+        """Rows read from the pieces at ``where`` (lines): one row, or a warning when the
+        pieces join into different rows."""
+        first = rows[0][0]
+        if all(row == first for row, _text in rows[1:]):
+            self._add_row(first, rows[0][1], where[0])
+        else:
+            self._parse_warning(
+                ", ".join(where),
+                "the pieces of a cut size row join into %d different rows; none is kept: %s"
+                % (len(rows), " | ".join(text for _row, text in rows)[:240]),
+            )
+
+    def _close_open_row(self, key):
+        open_row = self.open_rows.pop(key)
+        self._parse_warning(
+            ", ".join(open_row.where),
+            "a size row was cut by other output and its rest never came (or did not join into one "
+            "row): %s" % open_row.readings[0][:120],
+        )
+
+    def _close_open_rows(self):
+        for key in list(self.open_rows):
+            self._close_open_row(key)
+
+    def _add_row(self, row, text, where):
+        table = self.table
         table.row_count += 1
         if len(table.rows) < MAX_ROWS_PER_TABLE:
             table.rows.append(row)
@@ -309,6 +419,7 @@ class NcclTestsParser:
     # -- result --------------------------------------------------------------------
 
     def result(self, capacity_gbyte_s=None):
+        self._close_open_rows()
         tables = [self._table_result(table, capacity_gbyte_s) for table in self.tables]
         ranks = {}
         for table in self.tables:
@@ -388,6 +499,91 @@ class NcclTestsParser:
             "peak_busbw_size": peak_size,
             "busbw_share": share,
         }
+
+
+def _tag_key(tags):
+    """The collector tag a row's pieces share: pieces of one row carry the same tag."""
+    if not tags:
+        return None
+    return (tags.get("pod"), tags.get("container"), tags.get("node_rank"), tags.get("rank"))
+
+
+def _cut_spliced_line(text):
+    """``(row piece, spliced)`` of a line: the part before another process's NCCL line that
+    starts in the middle of it (``... 25000.0node-b:200:200 [1] NCCL INFO ...``), or the
+    whole line. The piece is None when the two cannot be told apart."""
+    position = find_marker(text, 0)[0]
+    if position < 0:
+        return text, False
+    header = _SPLICED_HEADER.search(text, 0, position)
+    if header is None or header.end() != position:
+        return text[:position], True  # "NCCL" without a prefix: cut there
+    host_start, host_end = header.span(1)
+    host = _GLUED_HOST.search(text, host_start, host_end)
+    if host is None:
+        if host_start == 0 or text[:host_start].isspace():
+            return "", True  # the line is an NCCL line of a host named by digits
+        return None, True
+    return text[: host.start()], True
+
+
+def _join_readings(readings, piece):
+    """Every way to join ``piece`` behind each reading: with a space where either side has
+    whitespace at the cut, else both with and without one (the cut may split a number)."""
+    joined = []
+    for reading in readings:
+        if reading[-1:].isspace() or piece[:1].isspace():
+            candidates = (reading.rstrip() + " " + piece.strip(),)
+        else:
+            candidates = (reading + piece.strip(), reading + " " + piece.strip())
+        for candidate in candidates:
+            if candidate not in joined:
+                joined.append(candidate)
+    return joined
+
+
+def _judge_readings(readings, columns):
+    """``(rows, prefixes)``: the readings that are whole rows (``(row, text)`` pairs) and those
+    that may still become one. A row has ``columns`` tokens when the table's column line said."""
+    rows, prefixes = [], []
+    for reading in readings:
+        tokens = reading.split()
+        if columns is None or len(tokens) == columns:
+            row = _parse_row(tokens)
+            if row is not None:
+                rows.append((row, reading))
+                continue
+        if len(tokens) < (columns or 13) and _row_start(tokens):
+            # Keep the text as it ends: a trailing space says the last token is whole.
+            prefixes.append(reading)
+    return rows, prefixes
+
+
+def _row_start(tokens):
+    """Whether ``tokens`` may be the start of a size row (its last token maybe cut short)."""
+    if not tokens or not tokens[0].isdigit():
+        return False
+    last = len(tokens) - 1
+    for index, token in enumerate(tokens[1:], 1):
+        if index == 1:
+            ok = token.isdigit()
+        elif index == 2:
+            ok = token in _TYPES or token.isalnum()
+        elif index == 3 and token.isalpha() and token != "N":
+            ok = True  # redop
+        else:
+            ok = token == "N/A" or _is_number(token)
+        if not ok and not (index == last and _NUMBER_START.fullmatch(token)):
+            return False
+    return True
+
+
+def _is_number(token):
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def _number(token):

@@ -465,8 +465,8 @@ def _node_share(run, recommendation, training, options):
     if not share["strands_gpus"]:
         return None
     return {
-        "what": "memory: the recommended pod (%s, %d GPU%s) takes %.1f %% of the memory of %s but %.1f %% of "
-        "its GPUs: %d such pod%s fill its memory and leave %d of its %d GPUs stranded"
+        "what": "memory: the recommended pod (%s, %s GPU%s) takes %.1f %% of the memory of %s but %.1f %% of "
+        "its GPUs: %s such pod%s fill its memory and leave %s of its %s GPUs stranded"
         % (
             share["pod_memory"],
             share["pod_gpus"],

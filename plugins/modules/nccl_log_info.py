@@ -16,8 +16,13 @@ description:
     intra-node paths (P2P/IPC, P2P/CUMEM, SHM, NVLS, CollNet), channel counts and every WARN line.
   - Classifies the failures it recognises (memory registration and memlock, duplicate GPUs,
     collective timeouts, socket connect failures, a peer that exited, CUDA out of memory,
-    /dev/shm, aborted communicators, unhandled system or CUDA errors, nccl-tests failures) and
-    names the remedy for each in RV(errors).
+    /dev/shm, aborted communicators, unhandled system or CUDA errors, NCCL internal errors,
+    invalid usage, nccl-tests failures) and names the remedy for each in RV(errors). The failures
+    PyTorch reports about NCCL (the ProcessGroupNCCL watchdog and heartbeat timeouts,
+    C(NCCL error ...) with NCCL's error string, as torch prints it before C(ncclSystemError),
+    C(ncclInternalError), C(ncclRemoteError) or C(ncclInvalidUsage)) are classified the same way,
+    also in a log without any NCCL INFO line.
+  - An NCCL message that starts in the middle of another process's line is read, with its host.
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
     RV(nccl_used=false) instead of reporting success. When NCCL printed nothing but nccl-tests'
     C(# Rank N ... on host) lines are there, the job size is read from them.
@@ -234,7 +239,10 @@ warning_count:
 errors:
   description: >-
     Classified failures, one per kind: kind, message, remedy, lines (up to 5 samples as
-    C(source:line: text)) and count.
+    C(source:line: text)), count, and ranks (the ranks that reported it, sorted, as a collector
+    prefix such as C([rank3]:) or C(srun --label) named them, else as the message did, such as
+    torch's C([Rank 3]); empty when neither says). C(nccl_error) is PyTorch's NCCL error that no
+    other kind matches.
   returned: always
   type: list
   elements: dict
@@ -244,6 +252,7 @@ errors:
       remedy: Raise the locked-memory limit (RLIMIT_MEMLOCK) the containers get ...
       lines: ["logs/rank3.log:3025: NET/OFI Unable to register memory (type = 2) for device 3."]
       count: 16
+      ranks: [3]
 parse_warnings:
   description: What could not be read (lines with invalid UTF-8, unreadable communicator lines), at most 50 and a count.
   returned: always

@@ -12,7 +12,12 @@ description:
   - Reads the output of nccl-tests (C(all_reduce_perf), C(all_gather_perf), C(reduce_scatter_perf),
     C(alltoall_perf), C(sendrecv_perf) and the others), from files, inline text or pod logs,
     whatever prefixes the collectors added (C(kubectl logs --prefix), Open MPI C([1,N]<stdout>:)
-    tags) and with NCCL INFO lines between the rows.
+    tags, C(srun --label), SkyPilot, timestamps) and with NCCL INFO lines between the rows.
+  - A size row cut by other processes' output (Open MPI tags each piece of output it receives,
+    and another rank's NCCL line can start in the middle of a row) is joined back from its
+    pieces when exactly one join reads as a row of the table's columns; pieces of a tagged row
+    only join pieces with the same tag. A row that cannot be joined is named, with its lines, in
+    RV(parse_warnings).
   - Reports every table in the log apart, as a log may hold several tests, with the test name
     when it can be read, nThread, nGpus, minBytes, maxBytes, the ranks and hosts from the
     C(# Rank N ... on host device N) lines, every size row (out-of-place and in-place time,
@@ -186,12 +191,16 @@ wrong_total:
   returned: always
   type: int
 errors:
-  description: Classified failures (kind, message, remedy, lines, count), as M(gpuops.training.nccl_log_info) returns them.
+  description: >-
+    Classified failures (kind, message, remedy, lines, count, ranks), as
+    M(gpuops.training.nccl_log_info) returns them.
   returned: always
   type: list
   elements: dict
 parse_warnings:
-  description: What could not be read, at most 50 and a count.
+  description: >-
+    What could not be read (a size row that could not be read or joined back from its pieces,
+    named with its lines), at most 50 and a count.
   returned: always
   type: list
   elements: str

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run Molecule scenarios one after another, every one of them, and fail naming each that failed.
 
 `make molecule` (and `make test`, beside the integration tests) calls this. The scenarios that
@@ -87,7 +86,8 @@ def main(argv: list[str]) -> int:
     if failed:
         print(f"Molecule failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print(f"Molecule: {len(timings)} scenarios passed in {sum(t for _, t, _ in timings):.0f} s")
+    total = sum(seconds for _scenario, seconds, _passed in timings)
+    print(f"Molecule: {len(timings)} scenarios passed in {total:.0f} s")
     return 0
 
 

@@ -89,8 +89,10 @@ def find_memory_cgroup(
         return None
     v1, v2 = None, None
     for line in text.splitlines():
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        hierarchy, controllers, path = fields
         if "memory" in controllers.split(","):
             v1 = (controllers, path)
         elif hierarchy == "0" and controllers == "":

@@ -88,3 +88,72 @@ def test_bad_paths_are_named(tmp_path):
         collect_sources(paths=[str(tmp_path / "nope.log")])
     with pytest.raises(LogSourceError, match="matches no file"):
         collect_sources(paths=[str(tmp_path / "*.log")])
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "tags"),
+    [
+        # srun --label, padded to the width of the largest task number
+        ("0: h:1:2 [0] NCCL INFO x", "h:1:2 [0] NCCL INFO x", {"rank": 0}),
+        ("  7: step 3", "step 3", {"rank": 7}),
+        # Ray and SkyPilot: SkyPilot's rank is the node's, kept apart from the process rank
+        ("(head, rank=0, pid=21170) # nThread 1", "# nThread 1", {"node_rank": 0}),
+        ("(worker1, rank=1, pid=20075, ip=10.164.15.193) x", "x", {"node_rank": 1}),
+        ("(RayTrainWorker pid=48121, ip=10.0.4.21) [rank2]: boom", "boom", {"rank": 2}),
+        # SkyPilot's prefix on an MPI "[host:N]:" tag
+        (
+            "(head, rank=0, pid=5634) [sky-head:0]:sky-head:11169:11239 [0] NCCL INFO y",
+            "sky-head:11169:11239 [0] NCCL INFO y",
+            {"node_rank": 0},
+        ),
+        # syslog, then kubectl's prefix
+        ("Mar  3 14:02:11 gpu-7 train.sh[88213]: [pod/w-0/c] z", "z", {"pod": "w-0", "container": "c"}),
+        # a timestamp, mpirun's tag, then torch's: the innermost rank wins
+        ("2025-05-01T10:00:00.5Z [1,0]<stdout>:[rank1]: w", "w", {"rank": 1}),
+        ("2025-05-01 10:00:00,123 [1,2]<stderr>:0: v", "v", {"rank": 0}),
+        ("[pod/w-1/pytorch] [default3]:u", "u", {"pod": "w-1", "container": "pytorch", "rank": 3}),
+        # what is no prefix stays
+        (
+            "   1048576   262144   float   sum   -1   100.0",
+            "   1048576   262144   float   sum   -1   100.0",
+            None,
+        ),
+        ("10.0.0.1:5:5 [0] NCCL INFO x", "10.0.0.1:5:5 [0] NCCL INFO x", None),
+        ("Nodes: 4 (pid=3)", "Nodes: 4 (pid=3)", None),
+        ("12:00:00 started", "12:00:00 started", None),
+    ],
+)
+def test_launcher_prefixes_are_stripped_stacked_and_their_rank_kept(line, text, tags):
+    assert normalize_line(line) == (text, tags)
+    # The scan's byte test never calls a line plain that normalize_line would change.
+    if normalize_line(line)[0] != line:
+        assert log_sources.may_start_with_prefix(line.encode())
+
+
+PREFIX_PIECES = [
+    "0: ",
+    " 12: ",
+    "(head, rank=0, pid=1) ",
+    "(W pid=2, ip=10.0.0.1) ",
+    "[h-1:0]:",
+    "Nov 26 07:16:57 h tag[3]: ",
+    "[1,0]<stdout>:",
+    "[rank1]:",
+    "[default0]: ",
+    "[pod/p/c] ",
+    "2025-05-01T10:00:00Z ",
+    "2025-05-01T10:00:00.1Z stdout F ",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(PREFIX_PIECES), max_size=4),
+    rest=st.sampled_from(["h:1:2 [0] NCCL INFO a", "NCCL WARN b", "node1 x", "Nov", "(x)", "", "N/A"]),
+)
+def test_a_line_the_byte_test_calls_plain_reads_as_itself(pieces, rest):
+    line = "".join(pieces) + rest
+    if not log_sources.may_start_with_prefix(line.encode()):
+        assert normalize_line(line)[0] == line
+    if pieces:
+        assert normalize_line(line)[0] == rest

@@ -7,7 +7,11 @@ import pathlib
 
 import pytest
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import LogSource, collect_sources
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
+    LogSource,
+    collect_sources,
+    normalize_line,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     MAX_WARNINGS,
     NcclLogParser,
@@ -70,6 +74,15 @@ def test_every_fixture_gives_the_facts_its_index_promises(path, expect):
             assert tests["avg_busbw"] == pytest.approx(expected)
         elif key == "nccl_tests_rows":
             assert tests["rows"] == expected
+            assert tests["parse_warnings"] == []
+        elif key == "nccl_tests_peak_busbw":
+            # Judged on the rows of the large sizes, never on '# Avg bus bandwidth'.
+            assert tests["peak_busbw"] == pytest.approx(expected)
+            assert tests["peak_busbw"] != tests["avg_busbw"]
+        elif key == "hosts":
+            assert result["hosts"] == expected
+        elif key == "error_ranks":
+            assert {error["kind"]: error["ranks"] for error in result["errors"]} == expected
         else:
             pytest.fail("INDEX.jsonl has an expectation this test does not know: %s" % key)
     assert result["parse_warnings"] == []
@@ -309,3 +322,115 @@ def test_long_lines_are_cut_and_a_file_is_read_across_chunk_boundaries(tmp_path,
     assert result["warning_count"] == 1
     assert result["nccl_warnings"][0]["line"].endswith("rank0.log:4")
     assert result["init_complete_ranks"] == [0]
+
+
+def test_an_nccl_message_starting_mid_line_is_read_with_its_host():
+    result = parse_text(
+        "node-a:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+        "step 12 loss 0.5node-b:123:456 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 2000"
+        " - Init COMPLETE\n"
+        "epoch 3 acc=0.91 gpu-7:9:9 [0] misc/socket.cc:50 NCCL WARN Net : Connect to 10.0.0.2<4321> failed"
+        " : Connection refused\n"
+    )
+    assert result["init_complete_ranks"] == [0, 1]
+    assert result["hosts"] == ["gpu-7", "node-a", "node-b"]
+    assert {(comm["host"], comm["pid"]) for comm in result["communicators"]} == {
+        ("node-a", 1),
+        ("node-b", 123),
+    }
+    assert result["nccl_warnings"][0]["host"] == "gpu-7"
+    assert [error["kind"] for error in result["errors"]] == ["socket_connect"]
+
+
+@pytest.mark.parametrize(
+    ("line", "kinds", "ranks"),
+    [
+        (
+            "[rank1]:[E501 10:10:00.123 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+            ["collective_timeout"],
+            [1],
+        ),
+        (
+            "[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802212 milliseconds "
+            "before timing out.",
+            ["collective_timeout"],
+            [6],
+        ),
+        (
+            "[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out! Process will be terminated "
+            "after dumping debug info. workMetaList_.size()=1 (ProcessGroupNCCL.cpp:1423)",
+            ["collective_timeout"],
+            [3],
+        ),
+        (
+            "0: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, "
+            "NCCL version 2.18.1",
+            ["internal_error"],
+            [0],
+        ),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: "
+            "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, internal error - please report this issue "
+            "to the NCCL developers, NCCL version 2.21.5",
+            ["internal_error"],
+            [],
+        ),
+        (
+            "[1,2]<stderr>:RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, "
+            "unhandled system error, NCCL version 2.7.8",
+            ["system_error"],
+            [2],
+        ),
+        (
+            "[pod/w-1/pytorch] [rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+            "distributed/c10d/ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, "
+            "NCCL version 2.19.3",
+            ["remote_exited"],
+            [5],
+        ),
+        (
+            "[rank4]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+            ["invalid_usage"],
+            [4],
+        ),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+            "NCCL version 2.19.3",
+            ["cuda_error"],
+            [],
+        ),
+        ("RuntimeError: NCCL error: invalid argument, NCCL version 2.7.8", ["nccl_error"], []),
+        ("RuntimeError: NCCL error: unhandled system error, NCCL version 2.7.8", ["system_error"], []),
+        ("RuntimeError: NCCL communicator was aborted on rank 3.", ["aborted"], [3]),
+        # not failures: torch's other lines that name nccl
+        ("[rank0]: ValueError: backend must be nccl, got gloo", [], []),
+        ("Error: nccl-tests not found", [], []),
+    ],
+)
+def test_pytorch_nccl_failures_are_classified_with_a_remedy_and_the_rank(line, kinds, ranks):
+    result = parse_text(line + "\n")
+    assert result["nccl_lines"] == 0
+    assert sorted(error["kind"] for error in result["errors"]) == kinds
+    for error in result["errors"]:
+        assert error["remedy"]
+        assert error["ranks"] == ranks
+        assert error["lines"] == ["log:1: " + normalize_line(line)[0]]
+
+
+def test_a_log_without_nccl_info_still_names_torchs_nccl_failures():
+    result = parse_text(
+        "[rank1]: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n"
+    )
+    assert result["nccl_used"] is False
+    failures = check_expectations(result, {"nccl_used": True, "no_errors": True})
+    assert failures[0].startswith("nccl_used: expected NCCL output")
+    assert failures[1].startswith(
+        "no_errors: expected none, found collective_timeout: a collective operation timed out (a rank "
+        "stopped taking part or the network stalled) (1 lines; ranks 1, first: log:1: "
+    )

@@ -37,6 +37,15 @@ HEADERS = [
     b"[1,3]<stdout>:node3:300:300 [2] ",
     b"10.0.0.1:5:5 [0] ",
     b"",
+    # launcher prefixes, stacked, and an NCCL line glued behind other output
+    b"0: node1:100:100 [0] ",
+    b" 12: [rank3]:node3:300:300 [2] ",
+    b"(head, rank=0, pid=5) [h-0:0]:node2:200:200 [1] ",
+    b"(RayTrainWorker pid=7, ip=10.0.0.2) [rank1]: node2:200:200 [1] ",
+    b"Nov 26 07:16:57 node1 train.sh[100]: node1:100:100 [0] ",
+    b"2025-05-01T10:00:00Z [1,0]<stdout>:[rank0]:node1:100:100 [0] ",
+    b"step 12 loss 0.5node2:200:200 [1] ",
+    b"Mar  3 14:0",
 ]
 MARKERS = (
     b"NCCL INFO ",
@@ -120,6 +129,16 @@ OTHER_LINES = [
     b"export NCCL_DEBUG=INFO",
     b"torch.distributed.DistBackendError: NCCL error in: unhandled system error",
     b"[pod/NCCL/x] CUDA out of memory",
+    b"[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+    b"0: ncclInternalError: Internal check failed.",
+    b"(W pid=2, ip=10.0.0.3) [rank5]: ncclRemoteError: A call failed possibly due to a network error",
+    b"[1,0]<stderr>:RuntimeError: NCCL error: invalid argument, NCCL version 2.7.8",
+    b"[rank2]:[E501 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation timeout: "
+    b"WorkNCCL(SeqNum=4, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600012 milliseconds before "
+    b"timing out.",
+    b"[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out!",
+    b"Error: nccl-tests not found",
+    b"ValueError: Error: no nccl",
 ]
 ENDINGS = [b"\n", b"\n", b"\n", b"\n", b"\r\n", b"\r\n\n", b"\r"]
 

@@ -166,3 +166,136 @@ def test_min_busbw_share_needs_a_line_rate():
     assert check_expectations(result, {"min_busbw_share": 0.8}) == [
         "min_busbw_share: needs line_rate (Gb/s per NIC and NIC count, or GB/s)"
     ]
+
+
+# The three pieces nccl-tests prints a row in, for the 1 GiB and 2 GiB rows of ROWS.
+PIECES_1G = (
+    "  1073741824   268435456   float   sum   -1",
+    "  25000.0   42.95   42.95   0",
+    "  24000.0   44.74   44.74   0",
+)
+PIECES_2G = (
+    "  2147483648   536870912   float   sum   -1",
+    "  46000.0   46.68   46.68   0",
+    "  47000.0   45.69   45.69   N/A",
+)
+NCCL_LINE = "node-b:200:210 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0/GDRDMA"
+FIRST_ROW = ROWS.splitlines()[0] + "\n"
+
+
+def test_a_row_in_pieces_with_other_ranks_lines_between_is_joined():
+    text = HEADER + FIRST_ROW
+    text += PIECES_1G[0] + "\n" + NCCL_LINE + "\n[rank1]: step 1\n" + PIECES_1G[1] + "\n" + NCCL_LINE + "\n"
+    text += PIECES_1G[2] + "\n" + "".join(PIECES_2G) + "\n" + FOOTER
+    result = parse(text)
+    assert result["parse_warnings"] == []
+    assert result["rows"] == 3
+    assert parse(HEADER + ROWS + FOOTER)["tables"][0]["rows"] == result["tables"][0]["rows"]
+
+
+def test_an_nccl_line_spliced_into_a_row_is_cut_out_and_the_row_joined():
+    text = HEADER + FIRST_ROW
+    text += PIECES_1G[0] + PIECES_1G[1] + NCCL_LINE + "\n" + PIECES_1G[2] + "\n"
+    # glued to the last number, and a WARN with its source location
+    text += (
+        PIECES_2G[0]
+        + "node-b:200:210 [0] misc/socket.cc:484 NCCL WARN x\n"
+        + PIECES_2G[1]
+        + PIECES_2G[2]
+        + "\n"
+    )
+    result = parse(text + FOOTER)
+    assert result["parse_warnings"] == []
+    assert parse(HEADER + ROWS + FOOTER)["tables"][0]["rows"] == result["tables"][0]["rows"]
+
+
+def test_a_number_cut_in_two_is_joined_the_one_way_the_columns_allow():
+    text = (
+        HEADER + FIRST_ROW + "  1073741824   268435456   float   sum   -1  25000.0   42.9" + NCCL_LINE + "\n"
+    )
+    text += "5   42.95   0  24000.0   44.74   44.74   0\n" + "".join(PIECES_2G) + "\n" + FOOTER
+    result = parse(text)
+    assert result["parse_warnings"] == []
+    assert result["tables"][0]["rows"][1]["out_of_place"]["algbw"] == 42.95
+
+
+def test_pieces_join_only_pieces_with_the_same_tag():
+    sources = [
+        LogSource(
+            "launcher",
+            text="".join("[1,0]<stdout>:" + line + "\n" for line in (HEADER + FIRST_ROW).splitlines())
+            + "[1,0]<stdout>:"
+            + PIECES_1G[0]
+            + "\n[1,1]<stdout>:  99   88   77\n"  # another rank's numbers: not the rest of the row
+            + "[1,0]<stdout>:"
+            + PIECES_1G[1]
+            + PIECES_1G[2]
+            + "\n",
+        )
+    ]
+    result = parse_nccl_tests(sources)
+    assert result["rows"] == 2
+    assert result["tables"][0]["rows"][1] == parse(HEADER + ROWS)["tables"][0]["rows"][1]
+    # Rank 1's numbers stay a piece of their own, named when the table ends.
+    assert result["parse_warnings"] == [
+        "launcher:14: a size row was cut by other output and its rest never came (or did not join into one "
+        "row): 99   88   77"
+    ]
+
+
+def test_rows_that_cannot_be_read_keep_a_warning_naming_their_lines():
+    text = HEADER + FIRST_ROW + PIECES_1G[0] + "\n" + NCCL_LINE + "\n"  # its rest never comes
+    text += "".join(PIECES_2G).replace("N/A", "0  7") + "\n"
+    text += FOOTER
+    result = parse(text)
+    assert result["rows"] == 1
+    assert result["parse_warnings"] == [
+        "log:13: a size row was cut by other output and its rest never came (or did not join into one row): "
+        "1073741824   268435456   float   sum   -1",
+        "log:15: a size row could not be read: 2147483648   536870912   float   sum   -1  46000.0   46.68   "
+        "46.68   0  47000.0   45.69   45.69   0  7",
+    ]
+    # A row spliced with an NCCL line whose host name starts with a digit cannot be cut apart.
+    spliced = HEADER + PIECES_1G[0] + "  25000.0   42.95   42.9510.0.0.2:5:5 [0] NCCL INFO x\n" + FOOTER
+    (warning,) = parse(spliced)["parse_warnings"]
+    assert warning.startswith("log:12: a size row with another process's NCCL line spliced into it could not")
+    # An NCCL line of such a host alone is no row.
+    assert (
+        parse(HEADER + "10.0.0.2:5:5 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0 1 2 3 4\n")[
+            "parse_warnings"
+        ]
+        == []
+    )
+
+
+def test_pieces_that_join_into_different_rows_are_named_not_guessed():
+    # Without a column line the row may have 12 or 13 tokens: "0" + "24000.0" joins both ways.
+    header = "\n".join(line for line in HEADER.splitlines() if "size" not in line) + "\n"
+    text = header + PIECES_1G[0] + PIECES_1G[1] + NCCL_LINE + "\n"
+    text += "24000.0   44.74   44.74   0\n" + FOOTER
+    result = parse(text)
+    assert result["rows"] == 0
+    (warning,) = result["parse_warnings"]
+    assert warning.startswith(
+        "log:11, log:12: the pieces of a cut size row join into 2 different rows; none is kept"
+    )
+
+
+def test_bandwidth_is_judged_on_the_rows_read_back_never_on_the_summary_alone():
+    capacity = 50.0
+    text = HEADER + FIRST_ROW + PIECES_1G[0] + "\n" + NCCL_LINE + "\n" + PIECES_1G[1] + PIECES_1G[2] + "\n"
+    text += PIECES_2G[0] + PIECES_2G[1] + "\n" + NCCL_LINE + "\n" + PIECES_2G[2] + "\n"
+    result = parse(text + FOOTER.replace("33.1", "49.9"), capacity_gbyte_s=capacity)
+    (table,) = result["tables"]
+    assert table["peak_busbw"] == 46.68 and table["peak_busbw_size"] == 2147483648
+    assert result["avg_busbw"] == 49.9
+    assert check_expectations(result, {"min_busbw_share": 0.95}, capacity)[0].startswith(
+        "min_busbw_share: expected all_reduce_perf peak bus bandwidth of at least 95% of 50.0 GB/s, "
+        "found 46.68"
+    )
+    # A table whose rows are all lost has a summary line but no bandwidth to judge.
+    summary_only = parse(HEADER + FOOTER, capacity_gbyte_s=capacity)
+    assert summary_only["avg_busbw"] == 33.1 and summary_only["peak_busbw"] is None
+    assert check_expectations(summary_only, {"min_busbw_share": 0.5}, capacity) == [
+        "min_busbw_share: expected a bandwidth to judge, found no size rows"
+    ]

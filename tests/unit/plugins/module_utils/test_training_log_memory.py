@@ -71,7 +71,7 @@ def rank_run(rank, epochs=5, leak_mib=0, gpu_leak_mib=0, base=1200 * MiB, cgroup
         lines.append(
             record("memory", rank, phase="loader_start", epoch=epoch, step=step, memory=at(epoch, 60))
         )
-        for _ in range(STEPS_PER_EPOCH):
+        for _step in range(STEPS_PER_EPOCH):
             step += 1
             lines.append(record("step", rank, epoch=epoch, step=step, loss=1.0, memory=at(epoch)))
         lines.append(record("epoch", rank, epoch=epoch, step=step, loss=1.0, images_per_s=2.0))
