@@ -28,6 +28,8 @@ from datetime import datetime, timezone
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Suspended", "NotFound")
 TERMINAL = ("Succeeded", "Failed")
+# Kinds the Training Operator v1 runs: it deletes their pods at the backoff limit or deadline.
+OPERATOR_KINDS = ("PyTorchJob", "MPIJob")
 # Container waiting reasons that do not heal by waiting a little longer.
 STUCK_REASONS = (
     "ImagePullBackOff",
@@ -204,6 +206,7 @@ def pod_state(pod, now=None, slow_after=DEFAULT_SLOW_AFTER_S):
         "stuck": False,
         "slow": False,
         "deleting": bool(metadata.get("deletionTimestamp")),
+        "finished_at": None,
         "kills": container_kills(pod),
     }
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
@@ -332,6 +335,7 @@ def _failed(state, pod):
         terminated = (container.get("state") or {}).get("terminated") or {}
         if terminated and _exit_code(terminated) != 0:
             state["exit_code"] = _exit_code(terminated)
+            state["finished_at"] = parse_time(terminated.get("finishedAt"))
             state["reason"] = terminated.get("reason") or "Error"
             kill = next(
                 (k for k in state["kills"] if k["container"] == container.get("name") and not k["previous"]),
@@ -468,13 +472,22 @@ def _unfinished(verdict):
     return [state for state in verdict.get("pods") or [] if state.get("phase") != "Succeeded"]
 
 
+def _failure_order(state):
+    # The first pod to fail is usually the cause: the others lost their peer after it.
+    finished = state.get("finished_at")
+    return (finished is None, finished or 0.0, str(state.get("name")))
+
+
 def failure_message(verdict):
-    """``PyTorchJob ns/name failed (reason: message); failed pods: X: Failed, Error: container ...``"""
+    """``PyTorchJob ns/name failed (reason: message); failed pods: X: Failed, Error: container ...``
+
+    Failed pods come in the order they failed, the first (usually the cause) first.
+    """
     text = "%s failed" % _reference(verdict["kind"], verdict["name"], verdict["namespace"])
     if verdict.get("detail"):
         text += " (%s)" % verdict["detail"]
     pods = _unfinished(verdict)
-    failed = [state for state in pods if state.get("phase") == "Failed"]
+    failed = sorted((state for state in pods if state.get("phase") == "Failed"), key=_failure_order)
     others = [state for state in pods if state.get("phase") != "Failed"]
     if failed:
         text += "; failed pods: " + "; ".join(describe_pod(state) for state in failed)
@@ -482,7 +495,25 @@ def failure_message(verdict):
         text += "; not finished: " + "; ".join(describe_pod(state) for state in others)
     if not pods:
         text += "; no pod of it is left to tell why"
+    if verdict.get("kind") in OPERATOR_KINDS and any(state.get("gone") for state in pods):
+        text += (
+            " (the %s's pods were deleted: the Training Operator deletes every pod of a job that"
+            " reaches its backoffLimit or deadline, whatever its cleanPodPolicy, and their logs"
+            " with them)" % verdict["kind"]
+        )
     return text
+
+
+def settling(verdict):
+    """True while a failed workload still has pods running or pending: they are most likely
+    ending after the pod that failed first (a lost peer), and their last state and log tell
+    more than a snapshot taken now."""
+    if verdict.get("phase") != "Failed":
+        return False
+    return any(
+        state.get("phase") in ("Running", "Pending") and not state.get("gone")
+        for state in verdict.get("pods") or []
+    )
 
 
 def timeout_message(verdict, timeout_s):

@@ -27,7 +27,10 @@ TEMPLATE_HASH_ANNOTATION = "gpuops.training/init-container-template"
 OPERATOR_CONTAINER = "training-operator"
 
 # The operator's Go template: the image, the tries and the Master's address are its own
-# placeholders, filled in for each job; the command is upstream's.
+# placeholders, filled in for each job. The command is upstream's loop, but it judges the
+# answer by nslookup's Name: line, not by its exit status: busybox 1.29 and later exit 1 when
+# any search domain answers NXDOMAIN, even after the name resolved in the namespace's own
+# domain, so with a newer image than upstream's (alpine 3.10) the Workers waited forever.
 _TEMPLATE = """\
 - name: init-pytorch
   image: {{.InitContainerImage}}
@@ -42,7 +45,8 @@ _TEMPLATE = """\
   command: ['sh', '-c', '%(wait)s']
 """
 _WAIT_FOR_MASTER = (
-    "err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}}; then err=0 && break; fi;"
+    "err=1;for i in $(seq {{.MaxTries}}); do"
+    " if nslookup {{.MasterAddr}} | grep -q ^Name:; then err=0 && break; fi;"
     "echo waiting for master; sleep 2; done; exit $err"
 )
 

@@ -127,14 +127,19 @@ def pytorchjob(settings, prefix=ts.PREFIX):
     name = ts.workload_name(s)
     port = _int(s["rdzv_port"])
     nnodes = _int(s["nnodes"])
+    run_policy = {
+        "activeDeadlineSeconds": deadline(s),
+        # The launcher reads every pod's log after the end: keep the pods.
+        "cleanPodPolicy": "None",
+    }
+    # With Never nothing restarts, and a failed replica alone fails the job, its pods kept. A
+    # job that reaches its backoffLimit has every pod deleted whatever cleanPodPolicy says
+    # (Training Operator v1), and their logs with them.
+    if s["pytorchjob_restart_policy"] != "Never":
+        run_policy["backoffLimit"] = _int(s["backoff_limit"])
     spec = {
         "nprocPerNode": str(_int(s["nproc_per_node"])),
-        "runPolicy": {
-            "backoffLimit": _int(s["backoff_limit"]),
-            "activeDeadlineSeconds": deadline(s),
-            # The launcher reads every pod's log after the end: keep the pods.
-            "cleanPodPolicy": "None",
-        },
+        "runPolicy": run_policy,
         "pytorchReplicaSpecs": {},
     }
     if ts.elastic(s):

@@ -76,6 +76,14 @@ options:
     description: A pod still Pending after this many seconds is reported as slow.
     type: int
     default: 120
+  settle:
+    description:
+      - Seconds to keep watching, once the workload has failed, while some of its pods are still
+        running or pending. The pod that failed first is usually the cause and the others end
+        just after it (their peer is gone); waiting for them gives each pod's last state in
+        RV(message) and their last lines to the logs read afterwards. 0 returns at once.
+    type: int
+    default: 30
   seen_pods:
     description: RV(pods) of an earlier call, so that pods deleted since are still named.
     type: list
@@ -188,7 +196,11 @@ remaining:
 import math
 import time
 
-from ansible_collections.gpuops.training.plugins.module_utils.job_status import judge, timeout_message
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import (
+    judge,
+    settling,
+    timeout_message,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
     ApiException,
     build_kubernetes_module,
@@ -251,12 +263,13 @@ def main():
             "window": {"type": "int", "default": 0},
             "poll_interval": {"type": "int", "default": 5},
             "slow_after": {"type": "int", "default": 120},
+            "settle": {"type": "int", "default": 30},
             "seen_pods": {"type": "list", "elements": "dict", "default": []},
             "fail_on_failure": {"type": "bool", "default": True},
         }
     )
     params = module.params
-    problem = wait_options_problem(params, ("timeout", "window", "slow_after"))
+    problem = wait_options_problem(params, ("timeout", "window", "slow_after", "settle"))
     if problem:
         module.fail_json(msg=problem)
     for option in ("name", "namespace"):
@@ -315,6 +328,15 @@ def main():
         done=lambda verdict: verdict["succeeded"],
         failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],
     )
+    if outcome == "failed" and params["settle"] and settling(verdict):
+        _outcome, (verdict,), _elapsed = poll(
+            read_and_judge,
+            params["settle"],
+            min(params["poll_interval"], 2),
+            clock=time.time,
+            done=lambda verdict: not settling(verdict),
+            failed=lambda verdict: False,
+        )
     if outcome == "timeout":
         verdict.update(finished=True, timed_out=True, message=timeout_message(verdict, params["timeout"]))
     if verdict["finished"] and params["fail_on_failure"] and not verdict["succeeded"]:

@@ -335,6 +335,7 @@ enable_nri = false
             applets = (
                 "sh",
                 "nslookup",
+                "grep",
                 "sleep",
                 "seq",
                 "echo",

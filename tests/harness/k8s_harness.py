@@ -59,7 +59,8 @@ TRAINING_OPERATOR_VERSION = "v1.9.2"
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # The image of the Training Operator's PyTorch init container, built locally by the real
 # node (real_node.py) so that it runs without a registry.
-BUSYBOX_IMAGE = "localhost/gpuops-harness/busybox:1"
+# The tag changes with its applets (crio_runtime.py), so a node's store gets the new image.
+BUSYBOX_IMAGE = "localhost/gpuops-harness/busybox:2"
 
 # Binaries of the control-plane module (built with one `go build`) and of the
 # separate training-operator module.

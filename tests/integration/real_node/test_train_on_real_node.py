@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from cluster_demo import INVENTORY
 
+from ansible_collections.gpuops.training.plugins.module_utils.training_log import MEMORY_PHASES
+
 pytestmark = [pytest.mark.slow, pytest.mark.real_node]
 
 
@@ -53,11 +55,11 @@ def test_provision_nodes_proves_the_dropin_on_fresh_containers_and_changes_nothi
     assert "real-node-0                : ok=" in again.output and " changed=0 " in again.output, again
 
 
-# A PyTorchJob with a Master is not run here: the operator's init container on the Worker
-# (busybox nslookup of the Master's headless Service) got NXDOMAIN from the node's CoreDNS for
-# minutes on 2026-11-26 although the Service and its endpoints existed; the kwok launch tests
-# check that Worker's template-made init container (requests equal to limits) instead.
-@pytest.mark.parametrize(("launcher", "master"), [("pytorchjob", False), ("indexed_job", False)])
+# With a Master, the operator's init container on the Worker waits for the Master's name
+# (training_operator's template: requests equal to limits, and a wait that works with any busybox).
+@pytest.mark.parametrize(
+    ("launcher", "master"), [("pytorchjob", False), ("pytorchjob", True), ("indexed_job", False)]
+)
 def test_two_pods_train_on_the_real_node_and_pass_verification(
     k8s_cluster, real_node, provisioned_node, run_playbook, node_inventory_env, training_namespace, tmp_path,
     launcher, master,
@@ -250,6 +252,59 @@ def test_a_worker_killed_on_the_node_restarts_under_exit_code_and_resumes_withou
     assert any(text.endswith("-worker-1 exited with code 137") for text in exits), exits
     assert any(text.endswith("-worker-0 exited with code 200") for text in exits), exits
     assert any(event["reason"] == "PyTorchJobRestarting" for event in events["items"])
+
+
+def test_a_rank_over_its_memory_limit_is_oom_killed_and_named_with_its_last_sample_and_phase(
+    k8s_cluster, real_node, provisioned_node, run_playbook, node_inventory_env, training_namespace, tmp_path
+):
+    # Rank 1 keeps 512 MiB more each epoch (the trainer's leak hook) in a pod limited to 2 GiB:
+    # the kernel's OOM killer ends it within a few epochs; no restart, so the run fails.
+    settings = {
+        "training_job_memory": "2Gi",
+        "training_job_epochs": 8,
+        "training_job_extra_args": ["--leak-mib-per-epoch", "1@512"],
+        "training_job_pytorchjob_restart_policy": "Never",
+        "training_job_backoff_limit": 0,  # not used with Never
+    }
+    variables = {
+        "training_job_namespace": training_namespace,
+        "training_job_runs_dir": str(tmp_path / "runs"),
+        **settings,
+    }
+    run = run_playbook(
+        "playbooks/train.yml", INVENTORY, variables, timeout=1200, extra_env=node_inventory_env
+    )
+    assert run.rc == 2, run
+    output = " ".join(run.output.split())
+    # The killed pod, with what the kubelet said and the limit it hit, and the rank's last
+    # memory sample with its phase, read from its log.
+    killed = re.search(r"-worker-1: container \S+ exited with code 137 \(OOMKilled: [^)]*of 2Gi\)", output)
+    assert killed, run
+    # Quantities as the report writes them: 2060Mi, 2Gi; RSS may add its high-water mark.
+    quantity = r"([\d.]+)(Mi|Gi)"
+    sample = re.search(
+        r"rank 1 [^;]*OOMKilled[^;]*; last memory sample: RSS %s[^,]*, cgroup working set %s of its 2Gi"
+        r" limit, in phase (\w+)" % (quantity, quantity),
+        output,
+    )
+    assert sample, re.findall(r"rank 1 [^;]*;[^;]*", output) or run
+
+    def mib(number, unit):
+        return float(number) * (1024 if unit == "Gi" else 1)
+
+    rss, working_set, phase = mib(*sample.group(1, 2)), mib(*sample.group(3, 4)), sample.group(5)
+    # The working set is what the limit bounds; RSS also counts shared file pages (libraries
+    # charged to other cgroups), so it can pass the limit.
+    assert 1024 < working_set <= 2048 and rss > 1024 and phase in MEMORY_PHASES, sample.group(0)
+    # The pod that failed first is named first: the OOM-killed rank, not the peer that lost it.
+    failed = output.split("; failed pods: ", 1)[1]
+    assert re.match(r"\S+-worker-1: Failed on %s, OOMKilled" % real_node.name, failed), failed
+    peer = r"-worker-0: Failed on %s, Error: container \S+ exited with code 200" % real_node.name
+    assert re.search(peer, failed), failed
+    # Both pods were kept for their logs: with restart policy Never the PyTorchJob gets no
+    # backoffLimit (the operator would delete every pod on reaching it), whatever was asked.
+    logs = {path.name for path in (tmp_path / "runs").glob("*/logs/*.log")}
+    assert logs == {name + ".log" for name in re.findall(r"(\S+-worker-[01]): Failed", failed)}, logs
 
 
 def test_without_the_dropin_every_rank_is_named_with_its_limit_and_the_remedy(

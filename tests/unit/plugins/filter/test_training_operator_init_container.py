@@ -4,6 +4,7 @@ the operator reads it, and bad values named before anything is applied."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -74,6 +75,59 @@ def test_the_configmap_holds_a_template_with_requests_equal_to_limits_before_the
         "limits": {"cpu": "200m", "memory": "32Mi"},
     }
     assert "nslookup job-master-0" in container["command"][2]
+
+
+# nslookup's output for the Master's short name, from the namespace rn-1 with the search list
+# rn-1.svc.cluster.local svc.cluster.local cluster.local: busybox 1.29 and later (as on the
+# real node of the harness, 2026-11-26) print the answer of the first domain and exit 1 for the
+# NXDOMAIN of the others; busybox 1.28 prints one answer and exits 0.
+NSLOOKUP_OUTPUTS = {
+    "busybox 1.37, resolved": (
+        1,
+        "Server:\t\t10.245.0.1\nAddress:\t10.245.0.1:53\n\nName:\tjob-master-0.rn-1.svc.cluster.local\n"
+        "Address: 10.245.0.207\n\n** server can't find job-master-0.svc.cluster.local: NXDOMAIN\n\n"
+        "** server can't find job-master-0.cluster.local: NXDOMAIN\n",
+    ),
+    "busybox 1.28, resolved": (
+        0,
+        "Server:    10.96.0.10\nAddress 1: 10.96.0.10 kube-dns.kube-system.svc.cluster.local\n\n"
+        "Name:      job-master-0\nAddress 1: 10.244.0.7 job-master-0.rn-1.svc.cluster.local\n",
+    ),
+    "busybox 1.37, not yet": (
+        1,
+        "Server:\t\t10.245.0.1\nAddress:\t10.245.0.1:53\n\n"
+        "** server can't find job-master-0.rn-1.svc.cluster.local: NXDOMAIN\n\n",
+    ),
+    "busybox 1.28, not yet": (1, "Server:    10.96.0.10\n\nnslookup: can't resolve 'job-master-0'\n"),
+}
+
+
+@pytest.mark.parametrize("answer", sorted(NSLOOKUP_OUTPUTS))
+def test_the_wait_for_the_master_ends_when_its_name_resolves_whatever_nslookup_exits_with(tmp_path, answer):
+    status, output = NSLOOKUP_OUTPUTS[answer]
+    (tmp_path / "nslookup.out").write_text(output)
+    fakes = {
+        "nslookup": '[ "$1" = job-master-0 ] || exit 2; cat "%s"; exit %d'
+        % (tmp_path / "nslookup.out", status),
+        "sleep": "exit 0",
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text("#!/bin/sh\n" + body + "\n")
+        (tmp_path / name).chmod(0o755)
+    template = operator_init_container.init_container_template("100m", "20Mi")
+    (container,) = yaml.safe_load(fill_go_placeholders(template).replace("seq 100", "seq 3"))
+    shell, flag, script = container["command"]
+    run = subprocess.run(
+        [shell, flag, script],
+        env={"PATH": "%s:/usr/bin:/bin" % tmp_path},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    resolved = answer.endswith("resolved")
+    assert run.returncode == (0 if resolved else 1), run
+    assert run.stdout.count("waiting for master") == (0 if resolved else 3), run.stdout
 
 
 def test_the_deployment_mounts_it_where_the_operator_reads_and_a_new_template_rolls_the_pod():

@@ -344,6 +344,50 @@ def test_a_failed_pytorchjob_whose_pods_were_deleted_names_them_from_earlier_rea
     assert verdict["finished"] and verdict["phase"] == "Failed"
     assert "rn-fail-0-mmt6j: Failed (last seen; the pod is gone)" in verdict["message"]
     assert "exited with code 3" in verdict["message"]
+    # Why they are gone, since cleanPodPolicy None did not keep them.
+    assert verdict["message"].endswith(
+        "(the PyTorchJob's pods were deleted: the Training Operator deletes every pod of a job that "
+        "reaches its backoffLimit or deadline, whatever its cleanPodPolicy, and their logs with them)"
+    )
+
+
+REAL_NODE_JOB = ("PyTorchJob", "retinanet-fc4bcd", "rn-ae0363")
+
+
+def real_node_pods(worker_1_phase):
+    worker_0 = load("pod-real-node-pytorchjob-worker-0-peer-lost.yaml")
+    worker_1 = load("pod-real-node-pytorchjob-worker-1-oom-killed-phase-running.yaml")
+    worker_1["status"]["phase"] = worker_1_phase
+    return [worker_0, worker_1]
+
+
+def test_a_failed_workload_settles_while_a_pod_still_reads_running_and_not_after():
+    # As read on the real node: worker 0 failed (its peer was lost) and the job with it, while
+    # worker 1, OOM-killed a second earlier, still read Running.
+    job = load("pytorchjob-failed.yaml")
+    verdict = judge(*REAL_NODE_JOB, job, real_node_pods("Running"), None)
+    assert verdict["phase"] == "Failed" and job_status.settling(verdict)
+    settled = judge(*REAL_NODE_JOB, job, real_node_pods("Failed"), None)
+    assert not job_status.settling(settled)
+    # Gone pods are not waited for, nor is a workload that has not failed.
+    gone = judge(*REAL_NODE_JOB, job, [], None, previous=verdict["pods"])
+    assert not job_status.settling(gone)
+    running = judge(*REAL_NODE_JOB, load("pytorchjob-running.yaml"), real_node_pods("Running"), None)
+    assert not job_status.settling(running)
+
+
+def test_failed_pods_are_named_in_the_order_they_failed_the_cause_first():
+    # worker 1 was OOM-killed at 10:07:45, worker 0 lost its peer at 10:07:46: worker 1 first,
+    # although worker 0 sorts first by name.
+    verdict = judge(*REAL_NODE_JOB, load("pytorchjob-failed.yaml"), real_node_pods("Failed"), None)
+    failed = verdict["message"].split("; failed pods: ", 1)[1]
+    assert failed.startswith(
+        "retinanet-fc4bcd-worker-1: Failed on real-node-0, OOMKilled: container pytorch exited with code 137 "
+        "(OOMKilled: the kernel's OOM killer stopped it at its memory limit of 2Gi); "
+        "retinanet-fc4bcd-worker-0: Failed on real-node-0, Error: "
+        "container pytorch exited with code 200 (Error)"
+    ), failed
+    assert "pods were deleted" not in verdict["message"]
 
 
 def test_a_succeeded_workload_has_no_message():

@@ -283,6 +283,17 @@ def test_pytorchjob_restart_policy_reaches_every_replica(policy):
     assert {replica["restartPolicy"] for replica in job["spec"]["pytorchReplicaSpecs"].values()} == {policy}
 
 
+@pytest.mark.parametrize(("policy", "backoff_limit"), [("OnFailure", 3), ("ExitCode", 3), ("Never", None)])
+def test_a_pytorchjob_that_restarts_nothing_has_no_backoff_limit_so_its_pods_and_logs_are_kept(
+    policy, backoff_limit
+):
+    # Training Operator v1 deletes every pod of a job that reaches its backoffLimit, whatever
+    # cleanPodPolicy says; with Never the failed replica alone fails the job and the pods stay.
+    (job,), _command = tw.pytorchjob(settings(launcher="pytorchjob", pytorchjob_restart_policy=policy))
+    run_policy = job["spec"]["runPolicy"]
+    assert run_policy.get("backoffLimit") == backoff_limit and run_policy["cleanPodPolicy"] == "None"
+
+
 def test_the_indexed_job_exit_code_policy_fails_at_once_on_a_permanent_error_only():
     (_service, job), _command = tw.indexed_job(settings())
     assert (
