@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Mapping
 
 # kustomize's legacy order: what others depend on first, admission webhooks last.
 APPLY_ORDER = (
@@ -312,3 +313,102 @@ def changed(documents, results):
         for document, result in _paired(documents, results)
         if isinstance(result, dict) and result.get("changed") and not result.get("error")
     ]
+
+
+def _plain(value):
+    """Nested mappings and lists as plain dicts and lists. Not copy.deepcopy: on the lazily
+    templated containers Ansible 2.19 hands a plugin that copies the templating context too."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def call_results(documents, registered):
+    """The per-object results of one kubernetes.core.k8s call over ``documents``, in their
+    order: its ``result.results`` for several objects, the result itself for one, none when the
+    call was skipped."""
+    if registered is None or registered == "":
+        return []
+    if not isinstance(registered, dict):
+        raise ManifestError(
+            "results must be the registered result of kubernetes.core.k8s, got %s"
+            % _kind_of_value(registered)
+        )
+    if not registered or registered.get("skipped"):
+        return []
+    if len(objects(documents)) == 1:
+        return [registered]
+    inner = registered.get("result")
+    if isinstance(inner, dict) and isinstance(inner.get("results"), list):
+        return inner["results"]
+    raise ManifestError("results: a kubernetes.core.k8s call over several objects has result.results")
+
+
+def _answered(result):
+    """Whether the API server answered the call that failed (its error holds the server's
+    Status), rather than the call never reaching it."""
+    error = result.get("error")
+    text = str(error.get("msg") if isinstance(error, dict) else error)
+    return api_error_message(text) != text
+
+
+def apply_report(documents, registered, deferred=(), what="the objects", check_mode=False):
+    """What one kubernetes.core.k8s call over ``documents`` did, object by object.
+
+    ``registered`` is the call's registered result (``continue_on_error: true``);
+    ``deferred`` the objects check mode did not send (their namespace does not exist yet).
+    Returns ``changed``, ``changed_objects``, ``deferred_objects``, ``rejected_objects`` (one
+    ``Kind ns/name: server's message`` line each), ``diff`` (one entry per changed object
+    that has one, headed with the object) and ``msg``: every rejected object when there is
+    one (with ``failed``; headed "The API server rejected" when the server answered every
+    failed call), else a one-line summary.
+    """
+    items = objects(documents)
+    results = call_results(documents, registered)
+    refused = rejected(items, results)
+    touched = changed(items, results)
+    try:
+        later = [object_ref(document) for document in objects(deferred)]
+    except ManifestError as error:
+        raise ManifestError("deferred: %s" % error) from error
+    diffs = []
+    for document, result in _paired(items, results):
+        diff = result.get("diff") if isinstance(result, dict) and result.get("changed") else None
+        if isinstance(diff, dict) and "before" in diff and "after" in diff:
+            reference = object_ref(document)
+            diffs.append(
+                {
+                    "before_header": reference,
+                    "after_header": reference,
+                    "before": _plain(diff["before"]),
+                    "after": _plain(diff["after"]),
+                }
+            )
+    report = {
+        "changed": bool(touched or later),
+        "changed_objects": touched,
+        "deferred_objects": later,
+        "rejected_objects": refused,
+        "diff": diffs,
+    }
+    if refused:
+        report["failed"] = True
+        if all(_answered(result) for result in results if isinstance(result, dict) and result.get("error")):
+            header = "The API server rejected %d of the %d objects of %s:" % (len(refused), len(items), what)
+        else:  # some never reached it (the server did not answer): each line says why
+            header = "%d of the %d objects of %s failed:" % (len(refused), len(items), what)
+        report["msg"] = "\n- ".join([header] + refused)
+        return report
+    verb = "would change" if check_mode else "changed"
+    summary = "%d of the %d objects of %s %s" % (len(touched), len(items), what, verb)
+    if touched:
+        summary += ": " + ", ".join(touched)
+    if later:
+        summary += "; check mode would also create %d in namespaces it would create: %s" % (
+            len(later),
+            ", ".join(later),
+        )
+    report["msg"] = summary
+    return report

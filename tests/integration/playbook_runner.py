@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,14 @@ class PlaybookRun:
 
     def __repr__(self):  # shown by pytest when an assertion about the run fails
         return f"PlaybookRun(rc={self.rc}, output=...{self.output[-4000:]})"
+
+    def reported(self, key: str) -> list[str]:
+        """Every entry of the lists the run printed under KEY, in order: for example the
+        ``changed_objects`` of the roles' gpuops.training.k8s_apply_report tasks."""
+        entries = []
+        for match in re.finditer(r"^( *)%s:\n((?:\1- .*\n)*)" % re.escape(key), self.output, re.MULTILINE):
+            entries += [line.strip()[2:] for line in match.group(2).splitlines()]
+        return entries
 
 
 def ansible_playbook(

@@ -7,17 +7,25 @@ ResourceQuota. The apiserver is stopped as soon as the first object exists; the 
 fail naming the unreachable server, and after the apiserver is back a second run must
 converge to exactly what a run without the outage creates, with no duplicate or
 half-applied object, and a third run must change nothing.
+
+The role applies its nine objects in one module call, one right after the other, too fast
+for the test to stop the apiserver between two of them; so the cut run reaches the server
+through a relay that holds every request a while, as a slow link would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
+import socket
 import threading
 import time
+import urllib.parse
 
 import pytest
+import yaml
 from k8s_harness import Harness, HarnessConfig
 from pytest_plugin import K8sCluster
 from test_training_namespace import recap_changed, role_vars
@@ -46,6 +54,67 @@ def private_cluster(tmp_path_factory):
         harness.down()
 
 
+class SlowLink:
+    """A TCP relay to the apiserver that holds every chunk the client sends for DELAY seconds
+    (TLS passes through untouched). close() cuts it: open connections are dropped and new
+    ones refused."""
+
+    def __init__(self, host, port, delay):
+        self.upstream, self.delay = (host, port), delay
+        self.sockets = []
+        self.listener = socket.create_server((host, 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _address = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client):
+        try:
+            upstream = socket.create_connection(self.upstream)
+        except OSError:
+            client.close()
+            return
+        self.sockets += [client, upstream]
+        threading.Thread(target=self._pump, args=(upstream, client, 0), daemon=True).start()
+        self._pump(client, upstream, self.delay)
+
+    @staticmethod
+    def _pump(source, target, delay):
+        try:
+            while data := source.recv(65536):
+                time.sleep(delay)
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, target):
+                end.close()
+
+    def close(self):
+        # shutdown() first: close() alone leaves the socket listening while accept() waits on it.
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for end in self.sockets:
+            with contextlib.suppress(OSError):  # already closed by its pump
+                end.shutdown(socket.SHUT_RDWR)
+
+
+def slow_kubeconfig(cluster, path, delay):
+    """A copy of the cluster's kubeconfig whose server is a SlowLink to it; returns both."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    server = urllib.parse.urlsplit(config["clusters"][0]["cluster"]["server"])
+    link = SlowLink(server.hostname, server.port, delay)
+    config["clusters"][0]["cluster"]["server"] = "https://%s:%d" % (server.hostname, link.port)
+    path.write_text(yaml.safe_dump(config))
+    return path, link
+
+
 def stored_objects(cluster, namespace, priority_class):
     """What the server stores for one converge: kind/name -> the fields the role sets."""
     listing = json.loads(cluster.kubectl("get", KINDS, "-n", namespace, "-o", "json").stdout)["items"]
@@ -72,7 +141,7 @@ def stored_objects(cluster, namespace, priority_class):
     return objects
 
 
-def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private_cluster, run_role):
+def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private_cluster, run_role, tmp_path):
     cluster = private_cluster
     reference_ns, reference_pc = "fault-ref", "fault-ref-priority"
     reference = run_role("training_namespace", role_vars(cluster, reference_ns, reference_pc))
@@ -80,8 +149,11 @@ def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private
 
     namespace, priority_class = "fault-cut", "fault-cut-priority"
     variables = role_vars(cluster, namespace, priority_class)
+    # Each request held 0.2 s: an object (a read and an apply) takes about half a second.
+    slow, link = slow_kubeconfig(cluster, tmp_path / "slow-kubeconfig", 0.2)
+    cut_variables = dict(variables, training_namespace_kubeconfig=str(slow))
     outcome = {}
-    first = threading.Thread(target=lambda: outcome.update(run=run_role("training_namespace", variables)))
+    first = threading.Thread(target=lambda: outcome.update(run=run_role("training_namespace", cut_variables)))
     first.start()
     for _poll in range(1200):  # a bounded wait for the first object, not a clock
         if not first.is_alive():
@@ -92,6 +164,7 @@ def test_a_converge_cut_by_an_apiserver_outage_converges_on_the_next_run(private
     created_before_the_outage = cluster.kubectl(
         "get", KINDS, "-n", namespace, "-o", "name", check=False
     ).stdout
+    link.close()  # first: the apiserver takes a while to stop and still answers meanwhile
     cluster.harness.stop_apiserver()
     try:
         first.join(timeout=300)

@@ -31,6 +31,16 @@ def test_the_converge_benchmark_reports_both_runs_and_their_ratio(k8s_cluster, t
     ratio = result["second_run_s"] / result["first_converge_s"]
     assert result["second_to_first"] == pytest.approx(ratio, abs=0.01)
     assert summary["roles_meeting_aim"] in ([], ["training_namespace"])
+    # The same objects through kubectl apply --server-side, a no-op too, measured beside it;
+    # the role still changes nothing afterwards.
+    assert result["objects"] >= 5 and result["kubectl_apply_s"] > 0
+    kubectl_ratio = result["second_run_s"] / result["kubectl_apply_s"]
+    assert result["second_to_kubectl"] == pytest.approx(kubectl_ratio, rel=0.01)
+    assert result["changed_after_kubectl"] == 0
+    # ansible-playbook's own start, timed beside them, taken off the role's run.
+    assert 0 < result["playbook_startup_s"] < result["second_run_s"]
+    less_startup = (result["second_run_s"] - result["playbook_startup_s"]) / result["kubectl_apply_s"]
+    assert result["second_less_startup_to_kubectl"] == pytest.approx(less_startup, rel=0.01)
 
 
 def test_an_unknown_role_is_refused_naming_the_choices():

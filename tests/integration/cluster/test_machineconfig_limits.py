@@ -137,7 +137,7 @@ def test_check_mode_reports_the_machineconfig_and_creates_nothing(k8s_cluster, p
         "--diff",
     )
     assert run.rc == 0, run
-    assert "changed: [localhost] => (item=99-%s-crio-ulimits)" % name in run.output
+    assert run.reported("changed_objects") == ["MachineConfig 99-%s-crio-ulimits" % name], run
     assert "data:text/plain;charset=utf-8;base64," in run.output  # the diff shows the object
     names = [
         mc["metadata"]["name"]
@@ -191,8 +191,13 @@ def test_server_rejection_names_the_machineconfig_and_field(k8s_cluster, pool, r
         },
     )
     assert run.rc != 0
-    assert "MachineConfig 99-%s-crio-ulimits was rejected by the API server:" % name in run.output
-    assert "metadata.labels: Invalid value" in run.output
+    assert run.output.count("fatal: [localhost]") == 1, run
+    message = " ".join(run.output.split())
+    assert (
+        "The API server rejected 1 of the 1 objects of the MachineConfigs of pool %s:"
+        " - MachineConfig 99-%s-crio-ulimits: " % (name, name)
+    ) in message
+    assert "metadata.labels: Invalid value" in message
 
 
 def test_missing_pool_is_named(k8s_cluster, run_role):

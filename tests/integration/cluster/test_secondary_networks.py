@@ -174,8 +174,16 @@ def custom(k8s_cluster):
     return client.CustomObjectsApi(k8s_cluster.api_client())
 
 
+def without_namespace(reference):
+    """``Kind name`` of a ``Kind namespace/name`` the report printed."""
+    kind, name = reference.split(" ", 1)
+    return "%s %s" % (kind, name.rsplit("/", 1)[-1])
+
+
 def test_first_run_applies_every_object_and_a_second_run_changes_nothing(converged, run_role):
     variables, first = converged
+    # One apply call for all of them; the report after it names each object that changed.
+    changed = [without_namespace(reference) for reference in first.reported("changed_objects")]
     for item in (
         "NicClusterPolicy nic-cluster-policy",
         "SriovNetworkNodePolicy mlnx-eth",
@@ -188,10 +196,12 @@ def test_first_run_applies_every_object_and_a_second_run_changes_nothing(converg
         "NetworkAttachmentDefinition vf-eth",
         "NetworkAttachmentDefinition vf-ib",
     ):
-        assert "changed: [localhost] => (item=%s)" % item in first.output, item
+        assert item in changed, item
+    assert len(changed) == 10, first
     second = run_role("secondary_networks", variables)
     assert second.rc == 0, second
     assert recap_changed(second) == 0, second
+    assert second.reported("changed_objects") == [], second
 
 
 def test_stored_cni_json_decodes_to_what_was_asked(converged, namespaces, custom):
@@ -270,9 +280,11 @@ def test_check_mode_reports_changes_and_the_server_keeps_the_old_objects(
     changed["secondary_networks_sriov_policies"][0]["num_vfs"] = 16
     run = run_role("secondary_networks", changed, "--check", "--diff")
     assert run.rc == 0, run
-    assert "changed: [localhost] => (item=NetworkAttachmentDefinition roce)" in run.output
-    assert "changed: [localhost] => (item=SriovNetworkNodePolicy mlnx-eth)" in run.output
-    assert "ok: [localhost] => (item=NetworkAttachmentDefinition hostdev)" in run.output
+    # The two changed objects would change; the others, hostdev among them, would not.
+    assert sorted(run.reported("changed_objects")) == [
+        "NetworkAttachmentDefinition %s/roce" % namespaces[0],
+        "SriovNetworkNodePolicy %s/mlnx-eth" % namespaces[1],
+    ], run
     assert re.search(r"^\+\s+numVfs: 16$", run.output, re.MULTILINE), run
     roce = custom.get_namespaced_custom_object(*NAD[:2], namespaces[0], NAD[2], "roce")
     assert json.loads(roce["spec"]["config"])["ipam"]["ranges"][0][0]["rangeEnd"] == "192.168.10.200"
@@ -303,7 +315,10 @@ def test_a_server_rejection_names_the_object_and_the_field(k8s_cluster, namespac
     assert run.rc != 0
     assert run.output.count("fatal: [localhost]") == 1, run
     message = " ".join(run.output.split())
-    assert "SriovNetworkNodePolicy %s/typed-wrong was rejected by the API server:" % namespaces[1] in message
+    assert (
+        "The API server rejected 1 of the 1 objects of the secondary networks:"
+        " - SriovNetworkNodePolicy %s/typed-wrong: " % namespaces[1]
+    ) in message
     assert ".spec.numVfs: expected numeric (int or float), got string" in message
     with pytest.raises(ApiException):
         custom.get_namespaced_custom_object(*SRIOV, namespaces[1], "sriovnetworknodepolicies", "typed-wrong")
@@ -369,7 +384,7 @@ def test_a_missing_namespace_is_named_and_check_mode_lists_its_objects(k8s_clust
     }
     check = run_role("secondary_networks", variables, "--check", "--diff")
     assert check.rc == 0, check
-    assert "changed: [localhost] => (item=NetworkAttachmentDefinition %s/hostdev)" % namespace in check.output
+    assert check.reported("deferred_objects") == ["NetworkAttachmentDefinition %s/hostdev" % namespace], check
     run = run_role("secondary_networks", variables)
     assert run.rc != 0
     assert (
@@ -383,7 +398,7 @@ def test_absent_deletes_every_object(converged, namespaces, run_role, custom):
     variables, _first = converged
     run = run_role("secondary_networks", dict(variables, secondary_networks_state="absent"))
     assert run.rc == 0, run
-    assert recap_changed(run) == 1, run  # one loop task deleting all ten
+    assert recap_changed(run) == 1, run  # one call deleting all ten
     assert custom.list_namespaced_custom_object(*NAD[:2], namespaces[0], NAD[2])["items"] == []
     for plural in ("sriovnetworknodepolicies", "sriovnetworks", "sriovibnetworks"):
         assert custom.list_namespaced_custom_object(*SRIOV, namespaces[1], plural)["items"] == []
@@ -430,8 +445,11 @@ def test_a_multi_document_multus_manifest_is_applied_labelled_and_deleted(k8s_cl
     try:
         first = run_role("secondary_networks", variables)
         assert first.rc == 0, first
-        for item in ("Namespace %s" % namespace, "ServiceAccount multus", "ConfigMap multus-daemon-config"):
-            assert "changed: [localhost] => (item=%s)" % item in first.output, item
+        assert first.reported("changed_objects") == [
+            "Namespace %s" % namespace,
+            "ServiceAccount %s/multus" % namespace,
+            "ConfigMap %s/multus-daemon-config" % namespace,
+        ], first
         # Every object carries the role's label, so the apply owns a field of each.
         account = core.read_namespaced_service_account("multus", namespace)
         assert account.metadata.labels == {"app.kubernetes.io/managed-by": "gpuops.training"}
@@ -494,4 +512,4 @@ def test_a_manifest_without_the_awaited_daemonset_is_refused_before_any_api_call
     # to the API server (absent here), so the failure is the connection's, not the check's.
     run = run_role("secondary_networks", dict(variables, secondary_networks_multus_namespace="multus-system"))
     assert run.rc != 0 and "creates no DaemonSet" not in run.output
-    assert "Apply each object of the Multus manifest" in run.output, run.output
+    assert "Apply every object of the Multus thick-plugin manifest in one call" in run.output, run.output

@@ -76,22 +76,23 @@ def core(k8s_cluster):
 
 
 def test_first_run_creates_every_object_and_a_second_run_changes_nothing(converged, run_role):
-    namespace, _priority_class, variables, first = converged
-    for kind in (
-        "Namespace",
-        "PriorityClass",
-        "ServiceAccount trainer",
-        "Role trainer",
-        "RoleBinding trainer",
-        "PersistentVolumeClaim dataset",
-        "PersistentVolumeClaim checkpoints",
-        "LimitRange container-defaults",
-        "ResourceQuota training-quota",
-    ):
-        assert "changed: [localhost] => (item=%s" % kind in first.output, kind
+    namespace, priority_class, variables, first = converged
+    # One apply call for all of them; the report after it names each object that changed.
+    assert first.reported("changed_objects") == [
+        "Namespace %s" % namespace,
+        "PriorityClass %s" % priority_class,
+        "ServiceAccount %s/trainer" % namespace,
+        "Role %s/trainer" % namespace,
+        "RoleBinding %s/trainer" % namespace,
+        "PersistentVolumeClaim %s/dataset" % namespace,
+        "PersistentVolumeClaim %s/checkpoints" % namespace,
+        "LimitRange %s/container-defaults" % namespace,
+        "ResourceQuota %s/training-quota" % namespace,
+    ]
     second = run_role("training_namespace", variables)
     assert second.rc == 0, second
     assert recap_changed(second) == 0, second
+    assert second.reported("changed_objects") == [], second
 
 
 def test_check_mode_reports_a_change_and_the_server_keeps_the_old_value(converged, run_role, core):
@@ -108,8 +109,10 @@ def test_check_mode_reports_a_change_and_the_server_keeps_the_old_value(converge
         "--diff",
     )
     assert run.rc == 0, run
-    assert "changed: [localhost] => (item=ResourceQuota training-quota)" in run.output
-    assert "changed: [localhost] => (item=LimitRange container-defaults)" in run.output
+    assert sorted(run.reported("changed_objects")) == [
+        "LimitRange %s/container-defaults" % namespace,
+        "ResourceQuota %s/training-quota" % namespace,
+    ], run
     assert re.search(r"^-\s+limits.cpu: '64'$", run.output, re.MULTILINE), run  # the diff
     assert re.search(r"^\+\s+limits.cpu: '32'$", run.output, re.MULTILINE), run
     hard = core.read_namespaced_resource_quota("training-quota", namespace).spec.hard
@@ -125,9 +128,14 @@ def test_check_mode_on_a_new_namespace_lists_the_objects_and_creates_nothing(k8s
             "training_namespace", role_vars(k8s_cluster, namespace, priority_class), "--check", "--diff"
         )
         assert run.rc == 0, run
-        assert "changed: [localhost] => (item=Namespace %s)" % namespace in run.output
-        assert "changed: [localhost] => (item=PriorityClass %s)" % priority_class in run.output
-        assert "changed: [localhost] => (item=ResourceQuota %s/training-quota)" % namespace in run.output
+        # The cluster-scoped objects are dry-run; those inside the namespace are only listed.
+        assert run.reported("changed_objects") == [
+            "Namespace %s" % namespace,
+            "PriorityClass %s" % priority_class,
+        ], run
+        deferred = run.reported("deferred_objects")
+        assert "ResourceQuota %s/training-quota" % namespace in deferred, run
+        assert len(deferred) == 7, run
         with pytest.raises(ApiException) as missing:
             core.read_namespace(namespace)
         assert missing.value.status == 404
@@ -306,20 +314,23 @@ def test_bad_settings_fail_with_one_message_before_any_api_call(k8s_cluster, run
         "training_namespace_role_extra_rules[0] grants access to Secrets",
     ):
         assert expected in run.output, expected
-    assert "Read the namespace as it is now" not in run.output  # stopped before the first API call
+    assert "Apply the namespace and every object in it" not in run.output  # stopped before any API call
     with pytest.raises(ApiException) as missing:
         core.read_namespace(namespace)
     assert missing.value.status == 404
 
 
 def test_a_server_rejection_names_the_object_and_the_reason(converged, run_role):
-    _namespace, priority_class, variables, _first = converged
+    namespace, priority_class, variables, _first = converged
     run = run_role("training_namespace", dict(variables, training_namespace_priority_class_value=5))
     assert run.rc != 0
     assert run.output.count("fatal: [localhost]") == 1, run
+    # Every object was tried in the one call; only the PriorityClass was rejected.
+    assert len(run.reported("rejected_objects")) == 1, run
     assert (
-        'PriorityClass %s was rejected by the API server: PriorityClass.scheduling.k8s.io "%s" is invalid:'
-        " value: Forbidden: may not be changed in an update." % (priority_class, priority_class)
+        "The API server rejected 1 of the 9 objects of namespace %s:"
+        ' - PriorityClass %s: PriorityClass.scheduling.k8s.io "%s" is invalid:'
+        " value: Forbidden: may not be changed in an update." % (namespace, priority_class, priority_class)
     ) in " ".join(run.output.split())
 
 

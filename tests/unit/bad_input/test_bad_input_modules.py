@@ -51,7 +51,12 @@ MAX_SLEEP = threading.TIMEOUT_MAX
 
 
 def discovered_modules():
-    return sorted(path.stem for path in (REPO_ROOT / "plugins" / "modules").glob("*.py"))
+    """The modules that run as modules; one that only documents an action (plugins/action
+    holds its code and runs it on the controller) has its bad-input test beside the action's."""
+    actions = {path.stem for path in (REPO_ROOT / "plugins" / "action").glob("*.py")}
+    return sorted(
+        path.stem for path in (REPO_ROOT / "plugins" / "modules").glob("*.py") if path.stem not in actions
+    )
 
 
 def module_options(name):

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
+    ManifestError,
     api_error_message,
     apply_order,
+    apply_report,
+    call_results,
     changed,
     delete_order,
     manifest_problems,
@@ -194,3 +199,91 @@ def test_with_labels_adds_labels_keeps_existing_ones_and_copies():
     assert labelled[2] == "junk"
     assert "labels" not in NAMESPACE["metadata"]
     assert with_labels([NAMESPACE], {}) == [NAMESPACE]
+
+
+def test_call_results_reads_one_or_many_objects_and_a_skipped_call():
+    one = {"changed": True, "result": NAMESPACE}
+    assert call_results([NAMESPACE], one) == [one]
+    many = {"changed": True, "result": {"results": [one, {"changed": False}]}}
+    assert call_results([NAMESPACE, CRD], many) == [one, {"changed": False}]
+    assert call_results([NAMESPACE, CRD], {"changed": False, "skipped": True}) == []
+    assert call_results([NAMESPACE], None) == []
+    with pytest.raises(ManifestError, match="registered result of kubernetes.core.k8s, got a list"):
+        call_results([NAMESPACE], [one])
+    with pytest.raises(ManifestError, match="result.results"):
+        call_results([NAMESPACE, CRD], one)
+
+
+def test_apply_report_names_every_rejected_object_with_the_servers_reason():
+    error = {"msg": "Failed to apply object: %s" % json.dumps(STATUS).encode()}
+    registered = {
+        "changed": True,
+        "result": {
+            "results": [
+                {"changed": True, "result": NAMESPACE},
+                {"changed": False, "result": {}, "error": error},
+                {
+                    "changed": False,
+                    "result": {},
+                    "error": {"msg": 'Failed: {"kind": "Status", "message": "no"}'},
+                },
+            ]
+        },
+    }
+    report = apply_report([NAMESPACE, CRD, DEPLOYMENT], registered, what="the operator")
+    assert report["failed"] is True
+    assert report["msg"].split("\n- ") == [
+        "The API server rejected 2 of the 3 objects of the operator:",
+        "CustomResourceDefinition pytorchjobs.kubeflow.org: " + STATUS["message"],
+        "Deployment kubeflow/training-operator: no",
+    ]
+    assert report["changed_objects"] == ["Namespace kubeflow"]
+
+
+def test_apply_report_of_calls_that_never_reached_the_server_does_not_say_it_rejected_them():
+    refused = "Failed to retrieve requested object: HTTPSConnectionPool(host='127.0.0.1'): Connection refused"
+    registered = {
+        "changed": True,
+        "result": {"results": [{"changed": True}, {"changed": False, "error": {"msg": refused}}]},
+    }
+    report = apply_report([NAMESPACE, DEPLOYMENT], registered, what="the operator")
+    assert report["msg"] == (
+        "1 of the 2 objects of the operator failed:\n- Deployment kubeflow/training-operator: " + refused
+    )
+
+
+def test_apply_report_lists_changes_with_one_diff_per_object_and_the_deferred_objects():
+    diff = {"before": {"spec": {"hard": {"cpu": "64"}}}, "after": {"spec": {"hard": {"cpu": "32"}}}}
+    registered = {
+        "changed": True,
+        "result": {"results": [{"changed": False, "diff": {}}, {"changed": True, "diff": diff}]},
+    }
+    report = apply_report([NAMESPACE, CRD], registered, [DEPLOYMENT], "the operator", check_mode=True)
+    assert "failed" not in report and report["changed"] is True
+    assert report["changed_objects"] == ["CustomResourceDefinition pytorchjobs.kubeflow.org"]
+    assert report["deferred_objects"] == ["Deployment kubeflow/training-operator"]
+    assert report["diff"] == [
+        {
+            "before_header": "CustomResourceDefinition pytorchjobs.kubeflow.org",
+            "after_header": "CustomResourceDefinition pytorchjobs.kubeflow.org",
+            **diff,
+        }
+    ]
+    assert report["diff"][0]["before"] is not diff["before"]  # a copy: the callback rewrites it
+    assert report["msg"] == (
+        "1 of the 2 objects of the operator would change: CustomResourceDefinition pytorchjobs.kubeflow.org;"
+        " check mode would also create 1 in namespaces it would create: Deployment kubeflow/training-operator"
+    )
+
+
+def test_apply_report_of_a_no_op_changes_nothing():
+    registered = {"changed": False, "result": {"results": [{"changed": False}, {"changed": False}]}}
+    report = apply_report([NAMESPACE, CRD], registered, what="the operator")
+    assert report == {
+        "changed": False,
+        "changed_objects": [],
+        "deferred_objects": [],
+        "rejected_objects": [],
+        "diff": [],
+        "msg": "0 of the 2 objects of the operator changed",
+    }
