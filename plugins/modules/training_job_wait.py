@@ -81,7 +81,8 @@ options:
       - Seconds to keep watching, once the workload has failed, while some of its pods are still
         running or pending. The pod that failed first is usually the cause and the others end
         just after it (their peer is gone); waiting for them gives each pod's last state in
-        RV(message) and their last lines to the logs read afterwards. 0 returns at once.
+        RV(message) and their last lines to the logs read afterwards. 0 returns at once; the
+        wait never goes past the deadline (O(started) + O(timeout)) either way.
     type: int
     default: 30
   seen_pods:
@@ -328,10 +329,12 @@ def main():
         done=lambda verdict: verdict["succeeded"],
         failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],
     )
-    if outcome == "failed" and params["settle"] and settling(verdict):
+    # Never past the deadline, as the whole wait.
+    settle = min(params["settle"], deadline - time.time())
+    if outcome == "failed" and settle > 0 and settling(verdict):
         _outcome, (verdict,), _elapsed = poll(
             read_and_judge,
-            params["settle"],
+            settle,
             min(params["poll_interval"], 2),
             clock=time.time,
             done=lambda verdict: not settling(verdict),

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from k8s_harness import BUSYBOX_IMAGE, REPO_ROOT, HarnessError, Supervisor, log
+from k8s_harness import BUSYBOX_APPLETS, BUSYBOX_IMAGE, REPO_ROOT, HarnessError, Supervisor, log
 
 PAUSE_IMAGE = "localhost/gpuops-harness/pause:3.10"
 RUNC = "/usr/sbin/runc"
@@ -332,25 +332,10 @@ enable_nri = false
                 raise HarnessError(f"building the pause binary failed: {build.stderr.strip()}")
             self.import_image(PAUSE_IMAGE, {"pause": pause.read_bytes()}, entrypoint=["/pause"])
         if not self.image_exists(BUSYBOX_IMAGE):
-            applets = (
-                "sh",
-                "nslookup",
-                "grep",
-                "sleep",
-                "seq",
-                "echo",
-                "cat",
-                "ls",
-                "nc",
-                "true",
-                "false",
-                "env",
-                "id",
-            )
             self.import_image(
                 BUSYBOX_IMAGE,
                 {"bin/busybox": Path("/bin/busybox").read_bytes()},
-                links={f"bin/{applet}": "busybox" for applet in applets},
+                links={f"bin/{applet}": "busybox" for applet in BUSYBOX_APPLETS},
                 command=["/bin/sh"],
             )
 

@@ -58,9 +58,25 @@ TRAINING_OPERATOR_VERSION = "v1.9.2"
 # Annotation that tells kwok a node is simulated (its --manage-nodes-with-annotation-selector).
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # The image of the Training Operator's PyTorch init container, built locally by the real
-# node (real_node.py) so that it runs without a registry.
-# The tag changes with its applets (crio_runtime.py), so a node's store gets the new image.
-BUSYBOX_IMAGE = "localhost/gpuops-harness/busybox:2"
+# node (crio_runtime.py) so that it runs without a registry: Debian's busybox with these
+# applets. Its tag is made from them, so a node's store gets a new image when they change.
+BUSYBOX_APPLETS = (
+    "sh",
+    "nslookup",
+    "grep",
+    "sleep",
+    "seq",
+    "echo",
+    "cat",
+    "ls",
+    "nc",
+    "true",
+    "false",
+    "env",
+    "id",
+)
+_BUSYBOX_TAG = hashlib.sha256(" ".join(BUSYBOX_APPLETS).encode()).hexdigest()[:12]
+BUSYBOX_IMAGE = "localhost/gpuops-harness/busybox:" + _BUSYBOX_TAG
 
 # Binaries of the control-plane module (built with one `go build`) and of the
 # separate training-operator module.

@@ -13,18 +13,13 @@ import pytest
 import yaml
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
-ROLE_NAMES = sorted(path.parent.parent.name for path in ROLES.glob("*/defaults/main.yml"))
+ROLE_NAMES = sorted(path.name for path in ROLES.iterdir() if path.is_dir())
 
 
 def defaults_and_options(role):
     defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
     spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
     return defaults, spec["argument_specs"]["main"]["options"]
-
-
-def test_every_role_with_variables_is_checked():
-    assert set(ROLE_NAMES) == {path.name for path in ROLES.iterdir() if (path / "defaults").is_dir()}
-    assert len(ROLE_NAMES) >= 14
 
 
 @pytest.mark.parametrize("role", ROLE_NAMES)
