@@ -54,6 +54,10 @@ SIGKILL_EXIT_CODE = 137
 OOM_REASON = "OOMKilled"
 OOM_NOTE = "the kernel's OOM killer stopped it at its memory limit"
 SIGKILL_NOTE = "killed by SIGKILL (the kernel's OOM killer sends it when memory runs out)"
+# The trainer's exit code for a rank whose peer, or the rendezvous, went away mid-run (its
+# errors.EXIT_PEER_LOST; a test checks they agree): such a pod failed because another did.
+PEER_LOST_EXIT_CODE = 200
+PEER_LOST_NOTE = "the trainer's code for a lost peer: another rank failed first"
 
 
 def parse_time(text):
@@ -344,12 +348,18 @@ def _failed(state, pod):
             state["detail"] = "container %s exited with code %s (%s)%s" % (
                 container.get("name"),
                 state["exit_code"],
-                kill_note(kill) if kill else state["reason"],
+                kill_note(kill) if kill else _exit_note(state),
                 (": " + terminated["message"].strip()) if terminated.get("message") else "",
             )
             return
     state["reason"] = status.get("reason") or "Failed"
     state["detail"] = status.get("message") or "the pod failed"
+
+
+def _exit_note(state):
+    if state["exit_code"] == PEER_LOST_EXIT_CODE:
+        return "%s: %s" % (state["reason"], PEER_LOST_NOTE)
+    return state["reason"]
 
 
 def _last_exit(state, pod, name):
@@ -473,15 +483,20 @@ def _unfinished(verdict):
 
 
 def _failure_order(state):
-    # The first pod to fail is usually the cause: the others lost their peer after it.
+    # A pod that lost its peer failed because of another, whatever the clocks say: its rank
+    # sees the broken connection at once, while torchrun's agent in the pod that failed first
+    # may notice its own worker's death a second or more later. Among the rest, the first to
+    # fail is usually the cause.
     finished = state.get("finished_at")
-    return (finished is None, finished or 0.0, str(state.get("name")))
+    lost_peer = state.get("exit_code") == PEER_LOST_EXIT_CODE
+    return (lost_peer, finished is None, finished or 0.0, str(state.get("name")))
 
 
 def failure_message(verdict):
     """``PyTorchJob ns/name failed (reason: message); failed pods: X: Failed, Error: container ...``
 
-    Failed pods come in the order they failed, the first (usually the cause) first.
+    Failed pods come in the order they failed, the first (usually the cause) first; pods that
+    only lost a peer (the trainer's exit code 200) come after the others.
     """
     text = "%s failed" % _reference(verdict["kind"], verdict["name"], verdict["namespace"])
     if verdict.get("detail"):

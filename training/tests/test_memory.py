@@ -9,7 +9,7 @@ from conftest import read_records
 
 from gpuops_trainer.errors import ConfigError
 from gpuops_trainer.faults import HostMemoryLeak, LeakSpec, parse_leak
-from gpuops_trainer.memory import MemorySampler
+from gpuops_trainer.memory import MemorySampler, emit_memory
 from gpuops_trainer.train import main
 
 MiB = 1 << 20
@@ -243,3 +243,9 @@ def test_a_run_records_memory_at_steps_and_around_each_spike(tmp_path, monkeypat
     for record in [*memory, *steps]:
         assert record["memory"]["rss_bytes"] > 0, record
         assert set(CUDA_KEYS) <= set(record["memory"])
+
+
+def test_a_memory_event_at_an_unknown_phase_is_refused():
+    known = "start, loader_start, epoch_end, checkpoint_write_before"
+    with pytest.raises(ValueError, match=f"memory phase must be one of {known}.*got 'warmup'"):
+        emit_memory(None, None, "warmup", epoch=0, step=0)

@@ -27,6 +27,16 @@ from .metrics import MetricsWriter
 
 PROC_ROOT = Path("/proc")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The phases a memory event can name. The collection's log reader keeps the same list, plus
+# "train" for the sample a step record carries; a collection test checks that they agree.
+EVENT_PHASES = (
+    "start",
+    "loader_start",
+    "epoch_end",
+    "checkpoint_write_before",
+    "checkpoint_write_after",
+    "eval_after",
+)
 
 # cgroup v1 writes "no limit" as the largest page count it can hold, in bytes
 # (9223372036854771712 with 4 KiB pages); no machine has 4 EiB of memory.
@@ -197,7 +207,10 @@ class MemorySampler:
 def emit_memory(
     metrics: MetricsWriter, sampler: MemorySampler, phase: str, *, epoch: int, step: int
 ) -> None:
-    """One ``memory`` event: a sample taken at PHASE of the run."""
+    """One ``memory`` event: a sample taken at PHASE of the run (one of EVENT_PHASES)."""
+    if phase not in EVENT_PHASES:
+        known = ", ".join(EVENT_PHASES)
+        raise ValueError(f"memory phase must be one of {known}, got {phase!r}")
     metrics.emit("memory", phase=phase, epoch=epoch, step=step, memory=sampler.sample())
 
 

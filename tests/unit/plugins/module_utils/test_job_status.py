@@ -385,9 +385,29 @@ def test_failed_pods_are_named_in_the_order_they_failed_the_cause_first():
         "retinanet-fc4bcd-worker-1: Failed on real-node-0, OOMKilled: container pytorch exited with code 137 "
         "(OOMKilled: the kernel's OOM killer stopped it at its memory limit of 2Gi); "
         "retinanet-fc4bcd-worker-0: Failed on real-node-0, Error: "
-        "container pytorch exited with code 200 (Error)"
+        "container pytorch exited with code 200 (Error: the trainer's code for a lost peer: another rank "
+        "failed first)"
     ), failed
     assert "pods were deleted" not in verdict["message"]
+
+
+@pytest.mark.parametrize("peer_lost_delay_s", [0, -1, -3], ids=["same-second", "1s-earlier", "3s-earlier"])
+def test_a_pod_that_lost_its_peer_comes_after_the_cause_whatever_its_finish_time(peer_lost_delay_s):
+    # As CI saw on the real node: the rank that lost its peer exits at once, while torchrun's
+    # agent in the OOM-killed pod notices its worker's death later - the same second or after.
+    worker_0, worker_1 = real_node_pods("Failed")
+    finished = "2026-11-26T10:07:%02dZ" % (45 + peer_lost_delay_s)
+    worker_0["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = finished
+    verdict = judge(*REAL_NODE_JOB, load("pytorchjob-failed.yaml"), [worker_0, worker_1], None)
+    failed = verdict["message"].split("; failed pods: ", 1)[1]
+    assert failed.startswith("retinanet-fc4bcd-worker-1: Failed on real-node-0, OOMKilled"), failed
+    assert "; retinanet-fc4bcd-worker-0: Failed on real-node-0, Error" in failed
+
+
+def test_the_peer_lost_exit_code_is_the_trainers():
+    from gpuops_trainer import errors
+
+    assert job_status.PEER_LOST_EXIT_CODE == errors.EXIT_PEER_LOST
 
 
 def test_a_succeeded_workload_has_no_message():

@@ -280,3 +280,13 @@ def test_a_rank_without_memory_records_has_an_empty_summary():
     result = parse({0: [record("run_start", 0), record("run_end", 0, status="ok")]})
     assert result["ranks"][0]["memory"] == {"samples": 0, "cgroup_limit_bytes": None, "quantities": {}}
     assert result["memory_leaks"] == []
+
+
+def test_the_phases_the_reader_knows_are_the_trainers():
+    from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
+        MEMORY_PHASES,
+        STEP_PHASE,
+    )
+    from gpuops_trainer.memory import EVENT_PHASES
+
+    assert sorted(MEMORY_PHASES) == sorted(EVENT_PHASES + (STEP_PHASE,))
