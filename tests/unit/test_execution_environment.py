@@ -94,16 +94,30 @@ def test_every_third_party_import_of_the_plugins_is_a_requirement():
     assert not missing, "imported by the plugins but not in the execution environment: %s" % missing
 
 
-def test_the_galaxy_requirements_name_every_collection_the_content_uses():
-    wanted = {
-        entry["name"] for entry in yaml.safe_load((REPO_ROOT / "requirements.yml").read_text())["collections"]
-    }
+def collections_the_content_uses():
+    """Other collections named by the roles' and playbooks' FQCNs and the plugins' imports."""
     used = set()
     for path in list((REPO_ROOT / "roles").rglob("*.yml")) + list((REPO_ROOT / "playbooks").rglob("*.yml")):
         for word in path.read_text().split():
-            parts = word.strip(":").split(".")
+            parts = word.strip(":'\"").split(".")
             namespace_known = parts[0] in {"kubernetes", "community", "ansible", "containers"}
             if len(parts) >= 3 and namespace_known and parts[:2] != ["ansible", "builtin"]:
                 used.add(".".join(parts[:2]))
+    for path in (REPO_ROOT / "plugins").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible_collections."):
+                used.add(".".join(node.module.split(".")[1:3]))
+    return used - {"gpuops.training"}
+
+
+def test_galaxy_yml_and_requirements_declare_exactly_the_collections_the_content_uses():
+    used = collections_the_content_uses()
     assert "kubernetes.core" in used  # the scan sees real module names
-    assert used <= wanted, used - wanted
+    declared = set(yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["dependencies"])
+    wanted = {
+        entry["name"] for entry in yaml.safe_load((REPO_ROOT / "requirements.yml").read_text())["collections"]
+    }
+    # Declared but unused is a dependency every installer pays for; used but undeclared breaks
+    # an install from Galaxy.
+    assert declared == used, {"declared, not used": declared - used, "used, not declared": used - declared}
+    assert wanted == declared, wanted ^ declared
