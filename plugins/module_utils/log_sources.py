@@ -7,7 +7,7 @@ tolerate the same things: invalid UTF-8, over-long or truncated lines, ANSI colo
 codes, CRI, RFC 3339 and syslog timestamps, ``kubectl logs --prefix`` pod prefixes, MPI
 ``[1,N]<stdout>:`` tags, ``srun --label`` task numbers (``0: ``), Ray and SkyPilot process
 prefixes (``(head, rank=0, pid=N)``, ``(RayWorker pid=N, ip=...)``), ``[host:N]:`` tags and
-torchrun ``[defaultN]:`` / ``[rankN]:`` tags, stacked in any order.
+torchrun ``[defaultN]:`` (a local rank) and torch's ``[rankN]:`` tags, stacked in any order.
 
 Lines are streamed one at a time: memory stays constant whatever the size of a file.
 :func:`scan_lines` goes further for parsers that only need lines holding a keyword: it
@@ -44,8 +44,10 @@ _PREFIX = re.compile(
         \ [\w.-]+\ [^\s:\[\]]+(?:\[\d+\])?:[ ]
       | # Open MPI --tag-output
         \[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:
-      | # torchrun --tee and torch's own rank prefix
-        \[(?:default|rank)(?P<torch_rank>\d+)\]:\ ?
+      | # torch's own rank prefix (the global rank)
+        \[rank(?P<torch_rank>\d+)\]:\ ?
+      | # torchrun --tee: the worker's local rank on its node, not its global rank
+        \[default(?P<torch_local_rank>\d+)\]:\ ?
       | # srun --label: the task number, padded with spaces to the width of the largest
         \ *(?P<srun_rank>\d+):[ ]
       | # Ray and SkyPilot: "(head, rank=0, pid=123)", "(RayWorker pid=123, ip=10.0.0.2)"
@@ -223,7 +225,10 @@ def normalize_line(raw):
 
     ``text`` is the line without its line ending, colour codes and collector
     prefixes; ``tags`` holds what the prefixes said (``pod``, ``container``,
-    ``rank``, ``node_rank``) or is None when there was no tagged prefix.
+    ``rank``, ``local_rank``, ``node_rank``) or is None when there was no tagged prefix.
+    torchrun's ``[defaultN]:`` names a worker by its rank on its node: it gives
+    ``local_rank``, and drops a rank an outer prefix named (that was the launcher's
+    process, not this worker).
     """
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     text = text.rstrip("\r\n")
@@ -242,6 +247,10 @@ def normalize_line(raw):
         if rank is not None:
             # Prefixes nest outside in: the innermost rank (the process's own) wins.
             tags = dict(tags or {}, rank=int(rank))
+            tags.pop("local_rank", None)
+        elif groups["torch_local_rank"] is not None:
+            tags = dict(tags or {}, local_rank=int(groups["torch_local_rank"]))
+            tags.pop("rank", None)
         elif groups["ray"]:
             node_rank = _RAY_NODE_RANK.search(groups["ray"])
             if node_rank:

@@ -505,7 +505,13 @@ def _tag_key(tags):
     """The collector tag a row's pieces share: pieces of one row carry the same tag."""
     if not tags:
         return None
-    return (tags.get("pod"), tags.get("container"), tags.get("node_rank"), tags.get("rank"))
+    return (
+        tags.get("pod"),
+        tags.get("container"),
+        tags.get("node_rank"),
+        tags.get("rank"),
+        tags.get("local_rank"),
+    )
 
 
 def _cut_spliced_line(text):

@@ -48,6 +48,8 @@ MIB = 1 << 20
 DEFAULT_LEAK_TOLERANCE_MIB = 16
 # Epochs the leak fit needs, after the first (which warms up: allocator, autograd buffers).
 LEAK_MIN_EPOCHS = 3
+# A source whose records show workers of several nodes (see TrainingLogParser._local_offset).
+_MIXED = object()
 # The phase of a memory sample taken in a step record.
 STEP_PHASE = "train"
 # Every phase a sample can name: the step records' own and the trainer's memory events'.
@@ -186,6 +188,11 @@ class TrainingLogParser:
         # Lines that carry no rank tag are attributed to the one rank a source speaks for.
         self._source_rank = {}
         self._untagged_tail = {}
+        # torchrun's [defaultN]: tags name a local rank: a source's records tell its node's
+        # offset (rank - local_rank; _MIXED when a stream holds several nodes), and lines of a
+        # local rank wait here, by (source, local rank), until the offset is known.
+        self._local_offset = {}
+        self._local_tail = {}
         self._seen_checkpoints = set()
         self._curve = {}  # global step -> [loss sum, loss count, images/s sum, images/s count]
         self._curve_stride = 1
@@ -205,6 +212,13 @@ class TrainingLogParser:
         if self._report_section is not None or stripped == "Failures:" or stripped.startswith("Root Cause"):
             self._on_launcher_line(stripped)
         rank = tags.get("rank") if tags else None
+        if rank is None and tags and tags.get("local_rank") is not None:
+            offset = self._local_offset.get(source, _MIXED)
+            if offset is _MIXED:
+                key = (source, tags["local_rank"])
+                self._local_tail.setdefault(key, deque(maxlen=self.tail_lines)).append(stripped)
+                return
+            rank = tags["local_rank"] + offset
         if rank is None:
             rank = self._source_rank.get(source)
         if rank is None:
@@ -286,6 +300,9 @@ class TrainingLogParser:
             self._source_rank[source] = None  # an interleaved stream speaks for several ranks
         if source in self._untagged_tail and self._source_rank[source] == rank:
             state.tail.extend(self._untagged_tail.pop(source))
+        local_rank = record.get("local_rank")
+        if isinstance(local_rank, int):
+            self._learn_offset(source, rank - local_rank)
         state.host = record.get("host", state.host)
         state.node = record.get("node", state.node)
         attempt = record.get("attempt")
@@ -394,7 +411,32 @@ class TrainingLogParser:
         else:
             self._failure_block[key] = value
 
+    def _learn_offset(self, source, offset):
+        known = self._local_offset.setdefault(source, offset)
+        if known is not _MIXED and known != offset:
+            self._local_offset[source] = _MIXED
+        elif known == offset:
+            self._flush_local_tails(source, offset)
+
+    def _flush_local_tails(self, source, offset):
+        for key in [key for key in self._local_tail if key[0] == source]:
+            self._rank(key[1] + offset).tail.extend(self._local_tail.pop(key))
+
     # -- output ------------------------------------------------------------------
+
+    def _attribute_local_tails(self):
+        """Local-rank lines of sources without records: a run whose every known offset is 0
+        ran on one node (or none is known), so local ranks are ranks; otherwise they stay
+        unattributed rather than be given to another node's rank."""
+        offsets = set(self._local_offset.values())
+        single_node = offsets <= {0}
+        for (source, local_rank), tail in list(self._local_tail.items()):
+            if source in self._local_offset or not single_node:
+                name = "%s [local rank %d]" % (source, local_rank)
+                self._untagged_tail.setdefault(name, deque(maxlen=self.tail_lines)).extend(tail)
+            else:
+                self._rank(local_rank).tail.extend(tail)
+        self._local_tail.clear()
 
     def _attribute_by_directory(self):
         """Give a rank the lines of untagged files beside its metrics (torchrun's stderr.log)."""
@@ -411,6 +453,7 @@ class TrainingLogParser:
 
     def result(self):
         self._attribute_by_directory()
+        self._attribute_local_tails()
         ranks = [self._rank_summary(self.ranks[rank]) for rank in sorted(self.ranks)]
         world_sizes = sorted(
             {

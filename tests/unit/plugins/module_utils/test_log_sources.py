@@ -111,7 +111,10 @@ def test_bad_paths_are_named(tmp_path):
         # a timestamp, mpirun's tag, then torch's: the innermost rank wins
         ("2025-05-01T10:00:00.5Z [1,0]<stdout>:[rank1]: w", "w", {"rank": 1}),
         ("2025-05-01 10:00:00,123 [1,2]<stderr>:0: v", "v", {"rank": 0}),
-        ("[pod/w-1/pytorch] [default3]:u", "u", {"pod": "w-1", "container": "pytorch", "rank": 3}),
+        # torchrun's tag names the worker's rank on its node: a local rank, and the launcher's
+        # rank outside it was another process's
+        ("[pod/w-1/pytorch] [default3]:u", "u", {"pod": "w-1", "container": "pytorch", "local_rank": 3}),
+        ("[1,1]<stdout>:[default2]: t", "t", {"local_rank": 2}),
         # what is no prefix stays
         (
             "   1048576   262144   float   sum   -1   100.0",

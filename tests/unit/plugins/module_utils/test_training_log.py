@@ -189,6 +189,58 @@ def test_prefixed_and_interleaved_streams_are_attributed_to_their_ranks():
     assert check_expectations(result, {"world_size": 2, "loss_decreases": True}) == []
 
 
+def two_node_pod_logs(traceback_first=False):
+    """Two pods of two workers each (torchrun --tee tags [default0]/[default1]): ranks 2 and 3
+    run in worker-1 as its local ranks 0 and 1."""
+    logs = {}
+    for node in (0, 1):
+        lines = []
+        for local in (0, 1):
+            rank = node * 2 + local
+            lines += [
+                f"[default{local}]:" + line.replace('"local_rank": %d' % rank, '"local_rank": %d' % local)
+                for line in rank_lines(rank, [2.0, 1.0], world_size=4)
+            ]
+        traceback = "[default1]:RuntimeError: boom on node %d" % node
+        lines = [traceback, *lines] if traceback_first else [*lines, traceback]
+        logs[f"job-worker-{node}"] = "\n".join(lines)
+    return [LogSource(name, text=text) for name, text in logs.items()]
+
+
+@pytest.mark.parametrize("traceback_first", [False, True], ids=["after-records", "before-records"])
+def test_torchrun_local_rank_tags_go_to_the_global_rank_of_their_node(traceback_first):
+    result = parse_training_logs(two_node_pod_logs(traceback_first))
+    assert result["ranks_reporting"] == [0, 1, 2, 3]
+    # worker-1's [default1] is rank 3, not rank 1.
+    last_lines = result["ranks"][3]["last_lines"]
+    assert last_lines[0 if traceback_first else -1] == "RuntimeError: boom on node 1"
+    assert "RuntimeError: boom on node 1" not in result["ranks"][1]["last_lines"]
+    assert "RuntimeError: boom on node 0" in result["ranks"][1]["last_lines"]
+    assert result["unattributed_tail"] == {}
+
+
+def test_local_rank_lines_of_a_pod_without_records_are_not_given_to_another_nodes_rank():
+    lost_pod = LogSource("job-worker-1", text="[default1]:RuntimeError: CUDA error")
+    sources = [*two_node_pod_logs()[:1], lost_pod]
+    # Another pod's records show a second node (its local rank 0 is rank 2), and worker-1 has
+    # no record to tell its offset: its line stays unattributed, named by its local rank.
+    multi = [
+        LogSource("job-worker-9", text=record("run_start", 2, 4, local_rank=0)),
+        *sources,
+    ]
+    result = parse_training_logs(multi)
+    assert result["unattributed_tail"] == {"job-worker-1 [local rank 1]": ["RuntimeError: CUDA error"]}
+    assert "RuntimeError: CUDA error" not in result["ranks"][1]["last_lines"]
+
+
+def test_on_one_node_local_rank_lines_without_records_are_that_rank():
+    lines = [f"[default0]:{line}" for line in rank_lines(0, [2.0, 1.0])] + [
+        "[default1]:Traceback (most recent call last):"
+    ]
+    result = parse_training_logs([LogSource("console", text="\n".join(lines))])
+    assert result["ranks"][1]["last_lines"] == ["Traceback (most recent call last):"]
+
+
 def test_a_restarted_run_counts_restarts_and_resumes_and_keeps_the_latest_epochs():
     first = rank_lines(0, [2.0, 1.5], world_size=1, finish=False)
     second = [
