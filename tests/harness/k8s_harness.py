@@ -293,6 +293,8 @@ class NodeSpec:
     name: str
     capacity: dict[str, str]
     labels: dict[str, str] = field(default_factory=dict)
+    # Node taints ({key, value, effect}), as a GPU node pool sets them.
+    taints: list[dict[str, str]] = field(default_factory=list)
 
     def manifest(self) -> dict:
         return {
@@ -309,7 +311,7 @@ class NodeSpec:
                     **self.labels,
                 },
             },
-            "spec": {},
+            "spec": {"taints": [dict(taint) for taint in self.taints]} if self.taints else {},
             # kwok's node-initialize stage keeps capacity/allocatable as given.
             "status": {"capacity": self.capacity, "allocatable": self.capacity},
         }
