@@ -6,7 +6,8 @@
 :func:`problems` runs the concerns that apply to the launcher the settings name: what every
 run needs (its name, its id, torchrun's ranges, the environment), what the trainer needs (its
 ranges and formats), and, for the launchers that render a pod, its identity on Kubernetes,
-resources, fabric, security, storage, elastic runs, scheduling and what one kind alone needs.
+resources, fabric, security, storage, elastic runs, scheduling, placement and gang scheduling
+(:mod:`pod_scheduling`) and what one kind alone needs.
 The choices come from the role's argument spec. The training_job role runs them before
 anything starts (``tasks/validate.yml``), and the nccl_tests role before it renders an
 MPIJob; both pass their prefix, so that each message names the caller's own variable.
@@ -18,6 +19,7 @@ import json
 import math
 import re
 
+from ansible_collections.gpuops.training.plugins.module_utils import pod_scheduling as ps
 from ansible_collections.gpuops.training.plugins.module_utils import role_settings
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
@@ -574,6 +576,16 @@ def scheduling_problems(s, var):
     return found
 
 
+# Run:ai renders a command, not a pod spec.
+POD_SPEC_LAUNCHERS = ("pytorchjob", "indexed_job", "trainjob", "mpijob")
+
+
+def placement_problems(s, var):
+    """The GPU taint's toleration, node affinity and the spread across nodes."""
+    existing_runtime = s.get("launcher") == "trainjob" and bool(s.get("trainjob_runtime"))
+    return ps.placement_problems(s, var, POD_SPEC_LAUNCHERS, existing_runtime)
+
+
 def fqdn(s, name, index):
     return "%s-%d.%s.%s.svc.%s" % (name, index, name, s.get("namespace"), s.get("cluster_domain"))
 
@@ -628,6 +640,8 @@ CONCERNS = (
     (_POD, storage_problems),
     (_POD, elastic_problems),
     (_POD, scheduling_problems),
+    (_POD, placement_problems),
+    (_POD, ps.gang_problems),
     (("indexed_job",), indexed_job_problems),
     (("trainjob",), trainjob_problems),
     (("mpijob",), mpijob_problems),

@@ -7,7 +7,7 @@
 message per problem, naming the role variable and what was expected, so the role can stop
 before its first API call. ``namespace_objects`` builds the objects, in the order they are
 applied: Namespace, PriorityClass, ServiceAccount, Role, RoleBinding, the PVCs, LimitRange,
-ResourceQuota.
+ResourceQuota, and Kueue's LocalQueue.
 
 Settings are the role's variables without their ``training_namespace_`` prefix; messages
 put the prefix back.
@@ -34,6 +34,7 @@ PVCS = ("dataset", "checkpoint")
 RULE_KEYS = ("apiGroups", "resources", "verbs", "resourceNames")
 LIMIT_RANGE_NAME = "container-defaults"
 QUOTA_NAME = "training-quota"
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 # What a trainer needs from the API: read its own pods (peers, rendezvous), their logs,
 # services (headless services of the job) and configmaps (run settings). Nothing on Secrets.
@@ -131,6 +132,7 @@ def namespace_problems(settings):
     storage_total = _pvc_problems(check)
     _service_account_problems(check)
     _priority_class_problems(check)
+    _kueue_problems(check)
     container_limits = _limit_range_problems(check)
     _quota_problems(check, container_limits, storage_total)
     return check.problems
@@ -320,6 +322,16 @@ def _quota_problems(check, container_limits, storage_total):
         )
 
 
+def _kueue_problems(check):
+    """The ClusterQueue (empty for no LocalQueue) and the LocalQueue's name, which is also the
+    value of the label the training jobs carry."""
+    if check.get("kueue_cluster_queue") in ("", None):
+        return
+    check.name("kueue_cluster_queue", dns_subdomain_problem)
+    # A label value too (kueue.x-k8s.io/queue-name): a DNS-1123 label fits both.
+    check.name("kueue_local_queue", dns_label_problem)
+
+
 def _metadata(name, namespace=None, labels=None):
     metadata = {"name": name, "labels": dict(MANAGED_BY, **(labels or {}))}
     if namespace:
@@ -452,6 +464,16 @@ def namespace_objects(settings):
                 "kind": "ResourceQuota",
                 "metadata": _metadata(QUOTA_NAME, name),
                 "spec": {"hard": hard},
+            }
+        )
+
+    if settings.get("kueue_cluster_queue"):
+        objects.append(
+            {
+                "apiVersion": KUEUE_API_VERSION,
+                "kind": "LocalQueue",
+                "metadata": _metadata(settings["kueue_local_queue"], name),
+                "spec": {"clusterQueue": settings["kueue_cluster_queue"]},
             }
         )
     return objects

@@ -13,7 +13,9 @@
 - NCCL variables from a fabric profile (``ib``, ``roce``, ``socket``), explicit timeouts;
   variables from Secrets as ``secretKeyRef`` references, so that no value is in the pod spec;
 - checkpoints on a PVC and the dataset on another, read-only;
-- labels with the run id, which is also how the launcher finds the run's pods.
+- labels with the run id, which is also how the launcher finds the run's pods;
+- where the pods may run (:mod:`pod_scheduling`): the GPU taint's toleration, node affinity,
+  the spread of the rank pods across nodes.
 
 A setting of the pod (a volume, a field of the security context) is added here, once, for
 every kind in :mod:`training_workload`.
@@ -21,6 +23,7 @@ every kind in :mod:`training_workload`.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.training.plugins.module_utils import pod_scheduling as ps
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
 
@@ -245,8 +248,11 @@ def container(settings, command, name=None):
     }
 
 
-def pod_template(settings, command, container_name=None):
-    """The pod every launcher runs: Guaranteed QoS, /dev/shm, IPC_LOCK only, the network."""
+def pod_template(settings, command, container_name=None, ranks=True):
+    """The pod every launcher runs: Guaranteed QoS, /dev/shm, IPC_LOCK only, the network.
+
+    ``ranks`` is False for a pod that runs no rank (an MPIJob's launcher): it is not spread
+    with the ranks' pods, nor counted by their spread constraints."""
     spec = {
         "restartPolicy": "OnFailure",
         "containers": [container(settings, command, container_name)],
@@ -263,9 +269,21 @@ def pod_template(settings, command, container_name=None):
         spec["priorityClassName"] = settings["priority_class"]
     if settings.get("node_selector"):
         spec["nodeSelector"] = {str(k): str(v) for k, v in settings["node_selector"].items()}
-    if settings.get("tolerations"):
-        spec["tolerations"] = list(settings["tolerations"])
-    pod_metadata = {"labels": labels(settings)}
+    tolerations = ps.tolerations(settings)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    affinity = ps.affinity(settings)
+    if affinity:
+        spec["affinity"] = affinity
+    pod_labels = labels(settings)
+    if ranks:
+        pod_labels[ps.COMPONENT_LABEL] = ps.RANKS_COMPONENT
+        spread = ps.topology_spread_constraints(
+            settings, _int(settings.get("nnodes")), ps.rank_selector(ts.run_label(settings), RUN_ID_LABEL)
+        )
+        if spread:
+            spec["topologySpreadConstraints"] = spread
+    pod_metadata = {"labels": pod_labels}
     annotations = pod_annotations(settings)
     if annotations:
         pod_metadata["annotations"] = annotations

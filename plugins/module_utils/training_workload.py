@@ -13,13 +13,16 @@ the TrainingRuntime it references) and, for nccl-tests rather than the trainer, 
 :func:`workload` is what the training_workload filter returns: the objects with everything a
 launcher needs to wait for them and verify the run.
 
-Every builder checks the settings first (:mod:`training_checks`) and raises SettingsError
+A run given a Kueue LocalQueue (``kueue_local_queue``) has its workload labelled with it and
+created suspended: Kueue starts it once the whole job's quota is admitted. Every builder
+checks the settings first (:mod:`training_checks`) and raises SettingsError
 with every problem, each naming the caller's variable (the prefix the caller passes). Pure
 functions: the filter plugin calls them, the unit tests exercise them directly.
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.training.plugins.module_utils import pod_scheduling as ps
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_bool as _bool
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
@@ -91,6 +94,8 @@ def indexed_job(settings, prefix=ts.PREFIX):
             "template": template,
         },
     }
+    if ps.queue_for_kueue(job, s):
+        job["spec"]["suspend"] = True
     if s["indexed_job_restart_policy"] == "ExitCode":
         # A podFailurePolicy needs restartPolicy Never: a permanent exit code fails the Job at
         # once, any other failure replaces the pod until backoffLimit, and an eviction or
@@ -177,7 +182,13 @@ def pytorchjob(settings, prefix=ts.PREFIX):
             "restartPolicy": s["pytorchjob_restart_policy"],
             "template": template,
         }
+    # A gang of every pod (of the minimum for an elastic run) is placed at once or not at all.
+    gang = ps.scheduling_policy(s, _int(s["elastic_min_nodes"]) if ts.elastic(s) else nnodes)
+    if gang:
+        run_policy["schedulingPolicy"] = gang
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata(s), "spec": spec}
+    if ps.queue_for_kueue(job, s):
+        run_policy["suspend"] = True
     return [job], command
 
 
@@ -220,7 +231,7 @@ def trainjob(settings, prefix=ts.PREFIX):
             "volumes": template["spec"]["volumes"],
             "containers": [{"name": "node", "volumeMounts": container_spec["volumeMounts"]}],
         }
-        for key in ("nodeSelector", "tolerations", "serviceAccountName"):
+        for key in ("nodeSelector", "affinity", "tolerations", "serviceAccountName"):
             if key in template["spec"]:
                 override_spec[key] = template["spec"][key]
         trainjob_spec["podTemplateOverrides"] = [
@@ -256,14 +267,15 @@ def trainjob(settings, prefix=ts.PREFIX):
             }
         )
         trainjob_spec["runtimeRef"] = {"name": name, "apiGroup": TRAINER_API, "kind": "TrainingRuntime"}
-    objects.append(
-        {
-            "apiVersion": "%s/v1alpha1" % TRAINER_API,
-            "kind": "TrainJob",
-            "metadata": metadata(s),
-            "spec": trainjob_spec,
-        }
-    )
+    train_job = {
+        "apiVersion": "%s/v1alpha1" % TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": metadata(s),
+        "spec": trainjob_spec,
+    }
+    if ps.queue_for_kueue(train_job, s):
+        trainjob_spec["suspend"] = True
+    objects.append(train_job)
     return objects, command
 
 
@@ -284,7 +296,8 @@ def mpijob(settings, prefix=ts.PREFIX):
     command = list(s["mpirun_argv"])
     worker_name = CONTAINER_NAMES["mpijob"]
     worker = pod_template(s, list(s["mpi_worker_command"]), worker_name)
-    launcher = pod_template(s, command, "mpi-launcher")
+    # The launcher runs no rank: the workers' spread constraints neither place nor count it.
+    launcher = pod_template(s, command, "mpi-launcher", ranks=False)
     launcher_container = launcher["spec"]["containers"][0]
     launcher_container["resources"] = {
         "requests": dict(MPI_LAUNCHER_RESOURCES),
@@ -402,6 +415,8 @@ def workload(settings, prefix=ts.PREFIX):
         "api_version": api_version,
         "manifests": [],
         "runai_argv": None,
+        # The Kueue LocalQueue the workload waits in, or "".
+        "kueue_local_queue": ps.kueue_queue(s) or "",
     }
     if launcher == "runai":
         result["runai_argv"], result["command"] = runai(s, prefix)

@@ -54,6 +54,7 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.8.0"
 TRAINING_OPERATOR_VERSION = "v1.9.2"
+KUEUE_VERSION = "v0.17.0"
 
 # Annotation that tells kwok a node is simulated (its --manage-nodes-with-annotation-selector).
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -188,6 +189,24 @@ CRD_SOURCES: tuple[CrdSource, ...] = (
         ),
         ("logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io"),
     ),
+    CrdSource(
+        # Kueue's queues and the Workload it makes of each queued job (gang admission); the API
+        # server validates them, no Kueue controller runs.
+        "sigs.k8s.io/kueue",
+        KUEUE_VERSION,
+        (
+            "config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml",
+            "config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml",
+            "config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml",
+            "config/components/crd/bases/kueue.x-k8s.io_workloads.yaml",
+        ),
+        (
+            "resourceflavors.kueue.x-k8s.io",
+            "clusterqueues.kueue.x-k8s.io",
+            "localqueues.kueue.x-k8s.io",
+            "workloads.kueue.x-k8s.io",
+        ),
+    ),
 )
 ALL_CRD_NAMES = tuple(name for source in CRD_SOURCES for name in source.kinds)
 
@@ -274,6 +293,8 @@ class NodeSpec:
     name: str
     capacity: dict[str, str]
     labels: dict[str, str] = field(default_factory=dict)
+    # Node taints ({key, value, effect}), as a GPU node pool sets them.
+    taints: list[dict[str, str]] = field(default_factory=list)
 
     def manifest(self) -> dict:
         return {
@@ -290,7 +311,7 @@ class NodeSpec:
                     **self.labels,
                 },
             },
-            "spec": {},
+            "spec": {"taints": [dict(taint) for taint in self.taints]} if self.taints else {},
             # kwok's node-initialize stage keeps capacity/allocatable as given.
             "status": {"capacity": self.capacity, "allocatable": self.capacity},
         }

@@ -269,3 +269,37 @@ def test_quantities_are_strings_the_api_accepts():
 
 def test_settings_that_are_not_a_mapping():
     assert namespace_problems(["training"]) == ["training_namespace settings must be a mapping, got list"]
+
+
+def test_a_cluster_queue_adds_a_local_queue_pointing_at_it_last():
+    objects = namespace_objects(settings(kueue_cluster_queue="gpu-cluster-queue", kueue_local_queue="team-a"))
+    assert objects[-1] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": "team-a",
+            "namespace": "training",
+            "labels": {"app.kubernetes.io/managed-by": "gpuops.training"},
+        },
+        "spec": {"clusterQueue": "gpu-cluster-queue"},
+    }
+    assert "LocalQueue" not in by_kind(namespace_objects(settings()))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"kueue_cluster_queue": "GPU Queue"},
+            "training_namespace_kueue_cluster_queue must be a DNS-1123 subdomain",
+        ),
+        (
+            {"kueue_cluster_queue": "gpus", "kueue_local_queue": "team.a"},
+            "training_namespace_kueue_local_queue must be a DNS-1123 label",
+        ),
+    ],
+)
+def test_the_kueue_queues_are_named_before_any_api_call(changes, message):
+    assert any(message in problem for problem in namespace_problems(settings(**changes)))
+    # Without a ClusterQueue no LocalQueue is made, so its name is not checked.
+    assert namespace_problems(settings(kueue_local_queue="team.a")) == []
