@@ -13,7 +13,8 @@
 - NCCL variables from a fabric profile (``ib``, ``roce``, ``socket``), explicit timeouts;
   variables from Secrets as ``secretKeyRef`` references, so that no value is in the pod spec;
 - checkpoints on a PVC and the dataset on another, read-only;
-- labels with the run id, which is also how the launcher finds the run's pods.
+- labels with the run id, which is also how the launcher finds the run's pods;
+- image pull Secrets by name, for a private registry.
 
 A setting of the pod (a volume, a field of the security context) is added here, once, for
 every kind in :mod:`training_workload`.
@@ -259,6 +260,9 @@ def pod_template(settings, command, container_name=None):
         spec["securityContext"] = security
     if settings.get("service_account"):
         spec["serviceAccountName"] = settings["service_account"]
+    if settings.get("image_pull_secrets"):
+        # References to Secrets in the namespace: their contents never enter the pod spec.
+        spec["imagePullSecrets"] = [{"name": str(name)} for name in settings["image_pull_secrets"]]
     if settings.get("priority_class"):
         spec["priorityClassName"] = settings["priority_class"]
     if settings.get("node_selector"):
