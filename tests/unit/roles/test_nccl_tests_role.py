@@ -69,6 +69,7 @@ def test_the_mpijob_settings_are_the_variables_named_like_training_settings():
             "gpus_per_node", "kubeconfig", "context", "namespace", "image", "nnodes", "cpu", "memory",
             "shm_size", "fabric", "network", "rdma_resource", "rdma_per_node", "node_selector",
             "tolerations", "mpi_worker_command", "pod_annotations", "poll_interval_s",
+            "image_pull_secrets", "service_account",
         ]
     )  # fmt: skip
     variables = load("nccl_tests/vars/main.yml")
