@@ -38,12 +38,18 @@ def name_problems(value, variable):
 def found_problems(results, variable, namespace):
     """One message per Secret of a k8s_info loop's ``results`` that is missing or is not of a
     registry-credentials type; [] when every one is usable."""
+    if not isinstance(results, list):
+        return [
+            "the results of reading %s must be a list (a loop's results), got %s"
+            % (variable, type(results).__name__)
+        ]
     problems = []
-    for result in results or []:
+    for result in results:
         if not isinstance(result, dict) or result.get("skipped"):
             continue
         name = result.get("item")
-        resources = result.get("resources") or []
+        resources = result.get("resources")
+        resources = resources if isinstance(resources, list) else []
         if not resources:
             problems.append(
                 "Secret %s, named in %s, does not exist in namespace %s: create it first (for example with"

@@ -222,8 +222,8 @@ def _service_account_problems(check):
 
 
 def scc_choice(settings):
-    """auto, true or false (a YAML boolean counts), or None when it is none of them."""
-    value = settings.get("scc")
+    """auto (also when left out), true or false (a YAML boolean counts), or None when it is none of them."""
+    value = settings.get("scc", "auto")
     text = str(value).lower() if isinstance(value, (bool, str)) else None
     return text if text in SCC_CHOICES else None
 

@@ -50,3 +50,12 @@ def test_names_are_checked_before_anything_is_read(value, message):
     (problem,) = name_problems(value, "v")
     assert problem.startswith(message), problem
     assert name_problems(["regcred", "mirror.example"], "v") == []
+
+
+def test_results_that_are_not_a_loops_are_named():
+    assert PROBLEMS({"results": []}, "training_job_image_pull_secrets", "training") == [
+        "the results of reading training_job_image_pull_secrets must be a list (a loop's results), got dict"
+    ]
+    # An entry whose resources are not a list counts as not found.
+    (problem,) = PROBLEMS([{"item": "regcred", "resources": 5}], "v", "training")
+    assert problem.startswith("Secret regcred, named in v, does not exist")
