@@ -12,8 +12,9 @@ author:
   - gpuops.training maintainers (@gpuops)
 description:
   - Builds, in the order they are applied, the Namespace (labels, optional Pod Security labels), a
-    PriorityClass, the trainer's ServiceAccount with a least-privilege Role and RoleBinding (get, list
-    and watch on pods, pods/log, services and configmaps of its namespace; nothing on Secrets), the
+    PriorityClass, the trainer's ServiceAccount (with its image pull Secrets, by name) with a
+    least-privilege Role and RoleBinding (get, list and watch on pods, pods/log, services and configmaps
+    of its namespace; nothing on Secrets), the
     dataset and checkpoint PersistentVolumeClaims, a LimitRange whose container defaults have requests
     equal to limits (and, for Guaranteed QoS, C(maxLimitRequestRatio) 1 so no container can differ) and
     a ResourceQuota with equal requests and limits for CPU and memory, GPUs and RDMA resources.
@@ -22,6 +23,12 @@ description:
   - Fails with every problem when the settings are not valid. The same plugin file holds
     C(training_namespace_problems), which returns those problems as a list of messages naming the role
     variable and what was expected (empty when valid), for an C(assert) before any API call.
+  - The same plugin file holds C(training_namespace_scc_objects), which builds what OpenShift needs
+    besides (the role applies them when the cluster serves C(security.openshift.io)) - the trainer's
+    SecurityContextConstraints (IPC_LOCK as the only capability it may add, every other one dropped, no
+    privileged container or privilege escalation, no host namespaces, ports or hostPath volumes, the uid
+    from a range, the namespace's SELinux level, the runtime's default seccomp profile), and a Role with
+    the verb C(use) on that SCC alone, bound to the trainer ServiceAccount alone.
 options:
   _input:
     description: The settings, keys as the role's variables without C(training_namespace_).
@@ -56,6 +63,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.training.plugins.module_utils.training_namespace import (
     namespace_objects,
     namespace_problems,
+    scc_objects,
 )
 
 
@@ -66,9 +74,17 @@ def training_namespace_objects(settings):
     return namespace_objects(settings)
 
 
+def training_namespace_scc_objects(settings):
+    problems = namespace_problems(settings)
+    if problems:
+        raise AnsibleFilterError("\n".join(problems))
+    return scc_objects(settings)
+
+
 class FilterModule:
     def filters(self):
         return {
             "training_namespace_objects": training_namespace_objects,
             "training_namespace_problems": namespace_problems,
+            "training_namespace_scc_objects": training_namespace_scc_objects,
         }

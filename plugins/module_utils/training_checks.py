@@ -22,6 +22,7 @@ import re
 from ansible_collections.gpuops.training.plugins.module_utils import pod_scheduling as ps
 from ansible_collections.gpuops.training.plugins.module_utils import role_settings
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
+from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
     dns_subdomain_problem,
@@ -298,7 +299,7 @@ def trainer_problems(s, var):
 
 
 def identity_problems(s, var):
-    """The objects' name and namespace, the image and the interpreter in it."""
+    """The objects' name and namespace, the image, its pull Secrets and the interpreter in it."""
     found = []
     name = ts.workload_name(s)
     if not (dns_label_problem(name) is None and name[0].isalpha() and len(name) <= MAX_WORKLOAD_NAME):
@@ -322,6 +323,19 @@ def identity_problems(s, var):
         )
     if not (isinstance(s.get("container_python"), str) and s["container_python"].strip()):
         found.append("%s must name the Python interpreter in the image" % var("container_python"))
+    found += pull_secret_problems(s, var)
+    return found
+
+
+def pull_secret_problems(s, var):
+    """The image pull Secrets: names, each once; the runai launcher cannot set them."""
+    value = s.get("image_pull_secrets")
+    found = name_problems(value, var("image_pull_secrets"))
+    if not found and value and s.get("launcher") == "runai":
+        found.append(
+            "%s: the runai launcher cannot set image pull Secrets; give them to the Run:ai project"
+            % var("image_pull_secrets")
+        )
     return found
 
 

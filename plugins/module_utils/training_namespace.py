@@ -7,7 +7,10 @@
 message per problem, naming the role variable and what was expected, so the role can stop
 before its first API call. ``namespace_objects`` builds the objects, in the order they are
 applied: Namespace, PriorityClass, ServiceAccount, Role, RoleBinding, the PVCs, LimitRange,
-ResourceQuota, and Kueue's LocalQueue.
+ResourceQuota, and Kueue's LocalQueue. ``scc_objects`` builds what OpenShift needs besides: the
+trainer's own SecurityContextConstraints, and the Role and RoleBinding that let the trainer
+ServiceAccount, and no one else, use it (the role adds them when ``security.openshift.io`` is
+served).
 
 Settings are the role's variables without their ``training_namespace_`` prefix; messages
 put the prefix back.
@@ -15,11 +18,16 @@ put the prefix back.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
     dns_subdomain_problem,
     labels_problems,
     qualified_name_problem,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.openshift_scc import (
+    parse_id_range,
+    training_scc,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import QuantityError, parse_quantity
 
@@ -35,6 +43,10 @@ RULE_KEYS = ("apiGroups", "resources", "verbs", "resourceNames")
 LIMIT_RANGE_NAME = "container-defaults"
 QUOTA_NAME = "training-quota"
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+SCC_CHOICES = ("auto", "true", "false")
+# The SCC is cluster-scoped: its default name carries the namespace's, so that two training
+# namespaces each get their own.
+SCC_NAME_PREFIX = "gpuops-training-"
 
 # What a trainer needs from the API: read its own pods (peers, rendezvous), their logs,
 # services (headless services of the job) and configmaps (run settings). Nothing on Secrets.
@@ -113,6 +125,7 @@ def namespace_problems(settings):
         # Deleting needs only the names.
         if settings.get("priority_class") not in ("", None):
             check.name("priority_class", dns_subdomain_problem)
+        _scc_choice_problems(check)
         return check.problems
     check.problems.extend(labels_problems(settings.get("labels") or {}, PREFIX + "labels"))
     level = settings.get("pod_security")
@@ -131,6 +144,7 @@ def namespace_problems(settings):
 
     storage_total = _pvc_problems(check)
     _service_account_problems(check)
+    _scc_problems(check)
     _priority_class_problems(check)
     _kueue_problems(check)
     container_limits = _limit_range_problems(check)
@@ -174,6 +188,7 @@ def _pvc_problems(check):
 
 def _service_account_problems(check):
     check.name("service_account", dns_subdomain_problem)
+    check.problems.extend(name_problems(check.get("image_pull_secrets"), PREFIX + "image_pull_secrets"))
     rules = check.get("role_extra_rules")
     if not isinstance(rules, list):
         check.add(
@@ -207,6 +222,45 @@ def _service_account_problems(check):
             )
         if "*" in (rule.get("verbs") or []) or "escalate" in (rule.get("verbs") or []):
             check.add(where, "grants verbs %r: name the verbs the trainer needs" % rule.get("verbs"))
+
+
+def scc_choice(settings):
+    """auto (also when left out), true or false (a YAML boolean counts), or None when it is none of them."""
+    value = settings.get("scc", "auto")
+    text = str(value).lower() if isinstance(value, (bool, str)) else None
+    return text if text in SCC_CHOICES else None
+
+
+def scc_name(settings):
+    return settings.get("scc_name") or SCC_NAME_PREFIX + str(settings.get("name"))
+
+
+def _scc_choice_problems(check):
+    if scc_choice(check.settings) is None:
+        check.add("scc", "must be auto, true or false, got %r" % (check.get("scc"),))
+    # Empty: gpuops-training-<namespace>, always a valid name.
+    if check.get("scc_name") not in ("", None):
+        check.name("scc_name", dns_subdomain_problem)
+
+
+def _scc_problems(check):
+    _scc_choice_problems(check)
+    for key, what in (("scc_uid_range", "user"), ("scc_gid_range", "group")):
+        value = check.get(key)
+        if value in ("", None):
+            continue
+        found = parse_id_range(value)
+        if found is None:
+            check.add(
+                key,
+                "must be a %s id range written START/SIZE (as OpenShift's namespace annotations write"
+                " it, such as '1000/1' or '1000680000/10000') or FIRST-LAST (such as '1000-1999'), or"
+                " empty for the namespace's own range; got %r" % (what, value),
+            )
+        elif key == "scc_uid_range" and found[0] == 0:
+            check.add(
+                key, "(%s) must not include uid 0: the SCC must not let the trainer run as root" % value
+            )
 
 
 def _priority_class_problems(check):
@@ -372,7 +426,11 @@ def namespace_objects(settings):
         objects.append(priority_class)
 
     account = settings["service_account"]
-    objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(account, name)})
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(account, name)}
+    if settings.get("image_pull_secrets"):
+        # Every pod that runs as the account gets them, whatever its own spec says.
+        service_account["imagePullSecrets"] = [{"name": secret} for secret in settings["image_pull_secrets"]]
+    objects.append(service_account)
     objects.append(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -477,3 +535,40 @@ def namespace_objects(settings):
             }
         )
     return objects
+
+
+def scc_objects(settings):
+    """The trainer's SecurityContextConstraints, and a Role (verb ``use`` on that SCC alone) with
+    a RoleBinding to the trainer ServiceAccount alone, both in the namespace and named like the
+    SCC. The uid and group ranges are the settings', else the namespace's own (OpenShift's
+    admission reads its annotations, as for restricted-v2). Call namespace_problems first."""
+    namespace = settings["name"]
+    name = scc_name(settings)
+    account = settings["service_account"]
+    scc = training_scc(
+        name,
+        labels=dict(MANAGED_BY, **{"gpuops.training/namespace": namespace}),
+        uid_range=parse_id_range(settings.get("scc_uid_range")),
+        group_range=parse_id_range(settings.get("scc_gid_range")),
+    )
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(name, namespace),
+        "rules": [
+            {
+                "apiGroups": ["security.openshift.io"],
+                "resources": ["securitycontextconstraints"],
+                "resourceNames": [name],
+                "verbs": ["use"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    return [scc, role, binding]

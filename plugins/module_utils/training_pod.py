@@ -16,6 +16,7 @@
 - labels with the run id, which is also how the launcher finds the run's pods;
 - where the pods may run (:mod:`pod_scheduling`): the GPU taint's toleration, node affinity,
   the spread of the rank pods across nodes.
+- image pull Secrets by name, for a private registry.
 
 A setting of the pod (a volume, a field of the security context) is added here, once, for
 every kind in :mod:`training_workload`.
@@ -265,6 +266,9 @@ def pod_template(settings, command, container_name=None, ranks=True):
         spec["securityContext"] = security
     if settings.get("service_account"):
         spec["serviceAccountName"] = settings["service_account"]
+    if settings.get("image_pull_secrets"):
+        # References to Secrets in the namespace: their contents never enter the pod spec.
+        spec["imagePullSecrets"] = [{"name": str(name)} for name in settings["image_pull_secrets"]]
     if settings.get("priority_class"):
         spec["priorityClassName"] = settings["priority_class"]
     if settings.get("node_selector"):

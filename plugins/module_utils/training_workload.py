@@ -231,7 +231,7 @@ def trainjob(settings, prefix=ts.PREFIX):
             "volumes": template["spec"]["volumes"],
             "containers": [{"name": "node", "volumeMounts": container_spec["volumeMounts"]}],
         }
-        for key in ("nodeSelector", "affinity", "tolerations", "serviceAccountName"):
+        for key in ("nodeSelector", "affinity", "tolerations", "serviceAccountName", "imagePullSecrets"):
             if key in template["spec"]:
                 override_spec[key] = template["spec"][key]
         trainjob_spec["podTemplateOverrides"] = [
@@ -304,6 +304,10 @@ def mpijob(settings, prefix=ts.PREFIX):
         "limits": dict(MPI_LAUNCHER_RESOURCES),
     }
     launcher_container.pop("ports", None)
+    # mpirun registers no RDMA memory: the launcher adds no capability, so that OpenShift's
+    # restricted-v2 admits it under the operator's service account (the trainer's SCC is not
+    # granted to that account).
+    launcher_container["securityContext"]["capabilities"] = {"drop": ["ALL"]}
     worker["spec"]["containers"][0].pop("ports", None)
     # The operator's <name>-launcher service account may exec into the workers; another one
     # could not.

@@ -118,10 +118,14 @@ CRD_SOURCES: tuple[CrdSource, ...] = (
             "0000_80_machine-config_01_machineconfigs.crd.yaml",
             "machineconfiguration/v1/zz_generated.crd-manifests/"
             "0000_80_machine-config_01_machineconfigpools.crd.yaml",
+            # OpenShift serves SecurityContextConstraints as a CRD too (training_namespace's SCC).
+            "security/v1/zz_generated.crd-manifests/"
+            "0000_03_config-operator_01_securitycontextconstraints.crd.yaml",
         ),
         (
             "machineconfigs.machineconfiguration.openshift.io",
             "machineconfigpools.machineconfiguration.openshift.io",
+            "securitycontextconstraints.security.openshift.io",
         ),
     ),
     CrdSource(

@@ -3,7 +3,9 @@
 
 What carries secrets in this collection: the extra environment variables of a run
 (``training_job_env``, ``nccl_tests_env``: API keys and tokens such as WANDB_API_KEY or
-HF_TOKEN), and the kubeconfig the Kubernetes tasks read (a bearer token in it). No module
+HF_TOKEN), the kubeconfig the Kubernetes tasks read (a bearer token in it), and the image pull
+Secrets the roles read to check that they exist (registry credentials, searched for as written
+and as the API returns them, base64-encoded). No module
 option takes a token, a password or a kubeconfig's content (``kubeconfig`` is a path);
 test_module_options_that_could_carry_secrets_are_no_log keeps it that way.
 
@@ -20,6 +22,7 @@ The playbooks run from the installed collection (`make collection`).
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import pathlib
@@ -44,7 +47,11 @@ PYTHON = sys.executable
 ENV_SECRET = "s3cr3t-env-%s" % uuid.uuid4().hex
 TOKEN_SECRET = "s3cr3t-token-%s" % uuid.uuid4().hex
 NCCL_SECRET = "s3cr3t-nccl-%s" % uuid.uuid4().hex
-SECRETS = (ENV_SECRET, TOKEN_SECRET, NCCL_SECRET)
+PULL_SECRET = "s3cr3t-pull-%s" % uuid.uuid4().hex
+# An image pull Secret's content, and that content as a Secret read returns it.
+PULL_CONFIG = json.dumps({"auths": {"registry.example": {"username": "robot", "password": PULL_SECRET}}})
+PULL_CONFIG_B64 = base64.b64encode(PULL_CONFIG.encode()).decode()
+SECRETS = (ENV_SECRET, TOKEN_SECRET, NCCL_SECRET, PULL_SECRET, PULL_CONFIG_B64)
 # Option names that say the value is a credential.
 SECRET_NAMES = ("token", "password", "passwd", "secret", "api_key", "apikey", "headers", "credential")
 
@@ -336,11 +343,25 @@ def test_cluster_roles_do_not_show_the_kubeconfig_token(installed, tmp_path, unr
     assert_no_secret(run, "Connection refused")
 
 
+def create_pull_secret(k8s_cluster, namespace, name="regcred"):
+    k8s_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": PULL_CONFIG_B64},
+        }
+    )
+
+
 def test_a_run_on_the_real_harness(installed, tmp_path, k8s_cluster):
-    """pytorchjob against the harness: the objects are applied and the pods run through kwok."""
+    """pytorchjob against the harness: the objects are applied and the pods run through kwok;
+    the role reads the pods' image pull Secret to check it exists, and the pods carry it."""
     namespace = "ns-%s" % uuid.uuid4().hex[:6]
     k8s_cluster.kubectl("create", "namespace", namespace)
     k8s_cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", namespace, "serviceaccount/default")
+    create_pull_secret(k8s_cluster, namespace)
     try:
         run = run_vvv(
             "playbooks/train.yml",
@@ -355,18 +376,103 @@ def test_a_run_on_the_real_harness(installed, tmp_path, k8s_cluster):
                 training_job_progress_interval_s=5,
                 training_job_poll_interval_s=1,
                 training_job_pod_annotations={"gpuops.test/run-duration": "1s"},
+                training_job_image_pull_secrets=["regcred"],
             ),
             tmp_path,
         )
         stored = json.loads(k8s_cluster.kubectl("get", "pytorchjobs", "-n", namespace, "-o", "json").stdout)[
             "items"
         ]
+        pods = json.loads(k8s_cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
     finally:
         k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     # The run reached the server with the secret in its environment (where it belongs) ...
     assert stored and ENV_SECRET in json.dumps(stored), run
     # ... and the run itself went its way without printing it.
     assert_no_secret(
-        run, "TASK [gpuops.training.training_job : Apply", "Watch the workload", "Read every pod"
+        run,
+        "TASK [gpuops.training.training_job : Read the image pull Secrets",
+        "TASK [gpuops.training.training_job : Apply",
+        "Watch the workload",
+        "Read every pod",
     )
     assert_no_secret_in_shared_files(tmp_path / "runs")
+    # The PyTorchJob's pods name the Secret (and hold nothing of it).
+    assert pods, run
+    for pod in pods:
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}], pod["metadata"]["name"]
+
+
+def test_the_roles_that_read_pull_secrets_do_not_show_them(installed, tmp_path, k8s_cluster):
+    """training_namespace puts the Secret on the ServiceAccount after reading it; nccl_tests
+    reads it and a missing one, and stops naming the missing one."""
+    namespace = "ns-%s" % uuid.uuid4().hex[:6]
+    k8s_cluster.kubectl("create", "namespace", namespace)
+    create_pull_secret(k8s_cluster, namespace)
+    playbook = tmp_path / "namespace.yml"
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "A training namespace",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "roles": [{"role": "gpuops.training.training_namespace"}],
+                }
+            ]
+        )
+    )
+    try:
+        run = run_vvv(
+            str(playbook),
+            "localhost,",
+            {
+                "training_namespace_kubeconfig": str(k8s_cluster.kubeconfig),
+                "training_namespace_name": namespace,
+                "training_namespace_priority_class": "",
+                "training_namespace_image_pull_secrets": ["regcred"],
+            },
+            tmp_path,
+        )
+        assert run.rc == 0, run
+        assert_no_secret(run, "TASK [gpuops.training.training_namespace : Read the image pull Secrets")
+        account = json.loads(
+            k8s_cluster.kubectl("get", "sa", "trainer", "-n", namespace, "-o", "json").stdout
+        )
+        assert account["imagePullSecrets"] == [{"name": "regcred"}]
+
+        nccl = run_vvv(
+            "playbooks/nccl_tests.yml",
+            "localhost,",
+            nccl_vars(
+                tmp_path,
+                "mpijob",
+                nccl_tests_image="registry.example/nccl-tests:test",
+                nccl_tests_kubeconfig=str(k8s_cluster.kubeconfig),
+                nccl_tests_namespace=namespace,
+                nccl_tests_cpu="1",
+                nccl_tests_memory="8Gi",
+                nccl_tests_shm_size="1Gi",
+                nccl_tests_fabric="socket",
+                nccl_tests_image_pull_secrets=["regcred", "missing"],
+            ),
+            tmp_path,
+            "-c",
+            "local",
+        )
+        assert nccl.rc != 0, nccl
+        assert "Secret missing, named in nccl_tests_image_pull_secrets, does not exist in namespace %s" % (
+            namespace
+        ) in " ".join(nccl.output.split()), nccl
+        assert_no_secret(nccl, "TASK [gpuops.training.nccl_tests : Read the image pull Secrets")
+        assert k8s_cluster.kubectl("get", "mpijobs", "-n", namespace, "-o", "name").stdout == ""
+    finally:
+        k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        k8s_cluster.kubectl(
+            "delete",
+            "securitycontextconstraints.security.openshift.io",
+            "gpuops-training-" + namespace,
+            "--ignore-not-found",
+            check=False,
+        )

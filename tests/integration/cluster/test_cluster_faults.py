@@ -120,7 +120,9 @@ def stored_objects(cluster, namespace, priority_class):
     listing = json.loads(cluster.kubectl("get", KINDS, "-n", namespace, "-o", "json").stdout)["items"]
     objects = {}
     for item in listing:
-        name = item["metadata"]["name"].replace(namespace, "NS")
+        # The SCC's Role names the SCC, whose name carries the namespace's.
+        item = json.loads(json.dumps(item).replace(namespace, "NS"))
+        name = item["metadata"]["name"]
         if item["kind"] == "ServiceAccount" and name == "default":
             continue  # made by the controller manager, not the role
         key = "%s/%s" % (item["kind"], name)

@@ -66,6 +66,11 @@ def names(k8s_cluster):
         core.delete_namespace(namespace)
     with contextlib.suppress(client.ApiException):
         client.SchedulingV1Api(k8s_cluster.api_client()).delete_priority_class(priority_class)
+    # The harness serves OpenShift's SCC API, so training_namespace made the trainer's SCC.
+    with contextlib.suppress(client.ApiException):
+        client.CustomObjectsApi(k8s_cluster.api_client()).delete_cluster_custom_object(
+            "security.openshift.io", "v1", "securitycontextconstraints", "gpuops-training-" + namespace
+        )
 
 
 def test_the_namespace_and_its_network_converge_and_a_second_run_changes_nothing(

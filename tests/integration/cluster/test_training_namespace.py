@@ -57,6 +57,14 @@ def recap_changed(run):
 def delete_everything(k8s_cluster, namespace, priority_class):
     k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
     k8s_cluster.kubectl("delete", "priorityclass", priority_class, "--ignore-not-found", check=False)
+    # The harness serves OpenShift's SCC API, so the role made the trainer's SCC (cluster-scoped).
+    k8s_cluster.kubectl(
+        "delete",
+        "securitycontextconstraints.security.openshift.io",
+        "gpuops-training-" + namespace,
+        "--ignore-not-found",
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +96,10 @@ def test_first_run_creates_every_object_and_a_second_run_changes_nothing(converg
         "PersistentVolumeClaim %s/checkpoints" % namespace,
         "LimitRange %s/container-defaults" % namespace,
         "ResourceQuota %s/training-quota" % namespace,
+        # The harness serves security.openshift.io (test_training_namespace_openshift.py).
+        "SecurityContextConstraints gpuops-training-%s" % namespace,
+        "Role %s/gpuops-training-%s" % (namespace, namespace),
+        "RoleBinding %s/gpuops-training-%s" % (namespace, namespace),
     ]
     second = run_role("training_namespace", variables)
     assert second.rc == 0, second
@@ -132,10 +144,12 @@ def test_check_mode_on_a_new_namespace_lists_the_objects_and_creates_nothing(k8s
         assert run.reported("changed_objects") == [
             "Namespace %s" % namespace,
             "PriorityClass %s" % priority_class,
+            "SecurityContextConstraints gpuops-training-%s" % namespace,
         ], run
         deferred = run.reported("deferred_objects")
         assert "ResourceQuota %s/training-quota" % namespace in deferred, run
-        assert len(deferred) == 7, run
+        assert "RoleBinding %s/gpuops-training-%s" % (namespace, namespace) in deferred, run
+        assert len(deferred) == 9, run
         with pytest.raises(ApiException) as missing:
             core.read_namespace(namespace)
         assert missing.value.status == 404
@@ -328,7 +342,7 @@ def test_a_server_rejection_names_the_object_and_the_reason(converged, run_role)
     # Every object was tried in the one call; only the PriorityClass was rejected.
     assert len(run.reported("rejected_objects")) == 1, run
     assert (
-        "The API server rejected 1 of the 9 objects of namespace %s:"
+        "The API server rejected 1 of the 12 objects of namespace %s:"
         ' - PriorityClass %s: PriorityClass.scheduling.k8s.io "%s" is invalid:'
         " value: Forbidden: may not be changed in an update." % (namespace, priority_class, priority_class)
     ) in " ".join(run.output.split())
@@ -341,7 +355,7 @@ def test_absent_deletes_the_namespace_and_the_priority_class(k8s_cluster, run_ro
         assert run_role("training_namespace", variables).rc == 0
         run = run_role("training_namespace", dict(variables, training_namespace_state="absent"))
         assert run.rc == 0, run
-        assert recap_changed(run) == 2, run
+        assert recap_changed(run) == 3, run  # the namespace, the PriorityClass and the SCC
         with pytest.raises(ApiException) as gone:
             core.read_namespace(namespace)
         assert gone.value.status == 404

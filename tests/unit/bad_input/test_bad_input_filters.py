@@ -131,6 +131,22 @@ NAMESPACE_SETTINGS = role_settings(
     "training_namespace", drop=("field_manager", "delete_timeout", "kubeconfig", "context")
 )
 namespace_settings = like(replace_one(NAMESPACE_SETTINGS))
+# What a k8s_info loop over image pull Secret names registers.
+PULL_SECRET_FOUND = {
+    "item": "regcred",
+    "resources": [{"metadata": {"name": "regcred"}, "type": "kubernetes.io/dockerconfigjson"}],
+}
+pull_secret_results = like(
+    st.lists(
+        like(
+            replace_one(PULL_SECRET_FOUND),
+            st.sampled_from(
+                [PULL_SECRET_FOUND, {"item": "nope", "resources": []}, {"item": "x", "skipped": True}]
+            ),
+        ),
+        max_size=3,
+    )
+)
 WORKLOAD = {
     "launcher": "pytorchjob",
     "run_id": "rn-1",
@@ -338,6 +354,8 @@ CASES = {
     ),
     "training_namespace_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
     "training_namespace_problems": (PROBLEMS, call(namespace_settings), ()),
+    "training_namespace_scc_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
+    "image_pull_secret_problems": (PROBLEMS, call(pull_secret_results, text, text), ()),
     "training_workload": (
         BUILDER,
         call(workload_settings, prefix=prefixes),

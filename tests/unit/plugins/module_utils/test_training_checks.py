@@ -168,6 +168,16 @@ def problems_of(**overrides):
         ({"tolerations": "all"}, "training_job_tolerations must be a list of tolerations"),
         ({"service_account": "Trainer"}, "training_job_service_account must be a DNS-1123 name or empty"),
         ({"extra_args": "--epochs=1"}, "training_job_extra_args must be a list of strings"),
+        ({"image_pull_secrets": "regcred"}, "training_job_image_pull_secrets must be a list of Secret names"),
+        (
+            {"image_pull_secrets": ["regcred", "Reg Cred"]},
+            "training_job_image_pull_secrets[1] is not a Secret name: must be a DNS-1123 subdomain",
+        ),
+        ({"image_pull_secrets": ["a", "a"]}, "training_job_image_pull_secrets[1] repeats 'a'"),
+        (
+            {"launcher": "runai", "image_pull_secrets": ["regcred"]},
+            "training_job_image_pull_secrets: the runai launcher cannot set image pull Secrets",
+        ),
     ],
 )
 def test_every_problem_names_its_variable(overrides, message):

@@ -7,11 +7,14 @@ import re
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.training.plugins.filter.training_namespace import FilterModule
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import parse_quantity
 from ansible_collections.gpuops.training.plugins.module_utils.training_namespace import (
     namespace_objects,
     namespace_problems,
+    scc_objects,
 )
 
 DEFAULTS = (
@@ -224,6 +227,23 @@ def test_an_empty_storage_class_leaves_the_field_to_the_cluster_default():
             {"role_extra_rules": [{"apiGroup": [""], "resources": ["pods"], "verbs": ["get"]}]},
             r"training_namespace_role_extra_rules\[0\] has unknown keys apiGroup",
         ),
+        (
+            {"image_pull_secrets": "regcred"},
+            "training_namespace_image_pull_secrets must be a list of Secret names",
+        ),
+        (
+            {"image_pull_secrets": ["regcred", "Reg_Cred"]},
+            r"training_namespace_image_pull_secrets\[1\] is not a Secret name: must be a DNS-1123 subdomain",
+        ),
+        ({"image_pull_secrets": ["a", "a"]}, r"training_namespace_image_pull_secrets\[1\] repeats 'a'"),
+        ({"scc": "yes"}, "training_namespace_scc must be auto, true or false, got 'yes'"),
+        ({"scc_name": "Training SCC"}, "training_namespace_scc_name must be a DNS-1123 subdomain"),
+        (
+            {"scc_uid_range": "1000"},
+            "training_namespace_scc_uid_range must be a user id range written START/SIZE",
+        ),
+        ({"scc_uid_range": "0/1000"}, r"training_namespace_scc_uid_range \(0/1000\) must not include uid 0"),
+        ({"scc_gid_range": "2000-1000"}, "training_namespace_scc_gid_range must be a group id range"),
     ],
 )
 def test_each_problem_names_the_variable_and_what_was_expected(changes, message):
@@ -244,7 +264,10 @@ def test_disabled_parts_are_not_checked():
 
 
 def test_absent_checks_only_the_names():
-    assert namespace_problems(settings(state="absent", quota_cpu="lots")) == []
+    assert namespace_problems(settings(state="absent", quota_cpu="lots", scc_uid_range="x")) == []
+    assert namespace_problems(settings(state="absent", scc="maybe")) == [
+        "training_namespace_scc must be auto, true or false, got 'maybe'"
+    ]
     assert namespace_problems(settings(state="absent", name="Bad")) == [
         "training_namespace_name must be a DNS-1123 label: lower-case letters, digits and '-', starting"
         " and ending with a letter or digit, got 'Bad'"
@@ -303,3 +326,65 @@ def test_the_kueue_queues_are_named_before_any_api_call(changes, message):
     assert any(message in problem for problem in namespace_problems(settings(**changes)))
     # Without a ClusterQueue no LocalQueue is made, so its name is not checked.
     assert namespace_problems(settings(kueue_local_queue="team.a")) == []
+
+
+@pytest.mark.parametrize("choice", ["auto", "true", "false", True, False, "True"])
+def test_the_scc_choice_takes_yaml_booleans_and_words(choice):
+    assert namespace_problems(settings(scc=choice)) == []
+
+
+def test_the_service_account_carries_the_image_pull_secrets_by_name():
+    account = by_kind(namespace_objects(settings(image_pull_secrets=["regcred", "mirror"])))["ServiceAccount"]
+    assert account["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}]
+    assert "imagePullSecrets" not in by_kind(namespace_objects(settings()))["ServiceAccount"]
+
+
+def test_the_scc_is_named_for_the_namespace_and_granted_to_the_trainer_account_alone():
+    scc, role, binding = scc_objects(settings(name="vision"))
+    assert (scc["kind"], scc["metadata"]["name"]) == ("SecurityContextConstraints", "gpuops-training-vision")
+    assert scc["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpuops.training",
+        "gpuops.training/namespace": "vision",
+    }
+    assert scc["users"] == scc["groups"] == []
+    assert (role["kind"], role["metadata"]["namespace"], role["metadata"]["name"]) == (
+        "Role",
+        "vision",
+        "gpuops-training-vision",
+    )
+    assert role["rules"] == [
+        {
+            "apiGroups": ["security.openshift.io"],
+            "resources": ["securitycontextconstraints"],
+            "resourceNames": ["gpuops-training-vision"],
+            "verbs": ["use"],
+        }
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "trainer", "namespace": "vision"}]
+    # A name of one's own; the ranges pinned.
+    scc, role, _binding = scc_objects(
+        settings(scc_name="ml-training", scc_uid_range="5000/10", scc_gid_range="5000-5009")
+    )
+    assert scc["metadata"]["name"] == role["rules"][0]["resourceNames"][0] == "ml-training"
+    assert scc["runAsUser"] == {"type": "MustRunAsRange", "uidRangeMin": 5000, "uidRangeMax": 5009}
+    assert (
+        scc["fsGroup"]
+        == scc["supplementalGroups"]
+        == {"type": "MustRunAs", "ranges": [{"min": 5000, "max": 5009}]}
+    )
+
+
+def test_the_scc_filter_refuses_bad_settings_naming_the_variable():
+    scc_filter = FilterModule().filters()["training_namespace_scc_objects"]
+    assert [item["kind"] for item in scc_filter(settings())] == [
+        "SecurityContextConstraints",
+        "Role",
+        "RoleBinding",
+    ]
+    with pytest.raises(AnsibleFilterError, match="training_namespace_scc_uid_range"):
+        scc_filter(settings(scc_uid_range="all"))

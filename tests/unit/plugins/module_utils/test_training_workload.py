@@ -541,3 +541,33 @@ def test_every_pod_tells_the_trainer_its_node_through_the_downward_api():
     for pod in every_pod(settings()).values():
         (node,) = [item for item in pod["spec"]["containers"][0]["env"] if item["name"] == "GPUOPS_NODE_NAME"]
         assert node == {"name": "GPUOPS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
+def test_every_pod_names_its_image_pull_secrets_and_none_without_them():
+    s = settings(image_pull_secrets=["regcred", "mirror"])
+    for launcher, pod in every_pod(s).items():
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}], launcher
+    for launcher, pod in every_pod(settings()).items():
+        assert "imagePullSecrets" not in pod["spec"], launcher
+    replicas = tw.mpijob(dict(s, launcher="mpijob", mpirun_argv=MPIRUN))[0][0]["spec"]["mpiReplicaSpecs"]
+    for replica in ("Launcher", "Worker"):
+        assert replicas[replica]["template"]["spec"]["imagePullSecrets"] == [
+            {"name": "regcred"},
+            {"name": "mirror"},
+        ]
+    # A TrainJob on a runtime of the cluster's gets them through its pod template override.
+    (trainjob,), _command = tw.trainjob(dict(s, launcher="trainjob", trainjob_runtime="torch-distributed"))
+    (override,) = trainjob["spec"]["podTemplateOverrides"]
+    assert override["spec"]["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}]
+    # nccl_tests' MPIJobs: the message names that role's variable.
+    bad = settings(launcher="mpijob", mpirun_argv=MPIRUN, image_pull_secrets=["Bad_Name"])
+    (problem,) = tc.problems(bad, "nccl_tests_")
+    assert problem.startswith("nccl_tests_image_pull_secrets[0] is not a Secret name"), problem
+
+
+def test_the_mpijob_launcher_adds_no_capability_and_workers_keep_ipc_lock():
+    replicas = tw.mpijob(settings(launcher="mpijob", mpirun_argv=MPIRUN))[0][0]["spec"]["mpiReplicaSpecs"]
+    launcher = replicas["Launcher"]["template"]["spec"]["containers"][0]["securityContext"]
+    worker = replicas["Worker"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert launcher["capabilities"] == {"drop": ["ALL"]}
+    assert worker["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
