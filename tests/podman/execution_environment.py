@@ -113,7 +113,7 @@ def image_exists(image: str) -> bool:
 
 def base_image() -> str:
     """The Debian base (tests/podman/build-ee-base.sh; once per machine)."""
-    _require("podman", "runc", "debootstrap")
+    _require("podman", "runc")  # the script names debootstrap when it has to build
     _run([str(BASE_SCRIPT)])
     return _run([str(BASE_SCRIPT), "--image-name"]).stdout.strip()
 
