@@ -52,7 +52,8 @@ mirror=$(debian_mirror)
 rootfs=$(mktemp -d /var/tmp/gpuops-ee-base.XXXXXX)
 # An interrupted debootstrap leaves /proc mounted in the root filesystem: unmount it before
 # removing, and never remove across a file system boundary.
-trap 'umount --recursive --lazy "$rootfs/proc" "$rootfs/sys" 2>/dev/null; rm -rf --one-file-system "$rootfs"' EXIT
+# (errexit holds in the trap too, hence the || true.)
+trap 'umount --recursive --lazy "$rootfs/proc" "$rootfs/sys" 2>/dev/null || true; rm -rf --one-file-system "$rootfs"' EXIT
 echo "building $IMAGE from $mirror (a few minutes, once per machine)"
 started=$SECONDS
 debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" "$mirror" >/dev/null
