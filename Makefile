@@ -86,9 +86,10 @@ registry: $(STAMP)
 
 # The execution environment of execution-environment.yml, built with ansible-builder and podman
 # on a local Debian base, with this checkout's collection, the bundled collections it depends
-# on, kubectl and helm from the harness's cache (tests/podman/execution_environment.py). On the
-# loaded 2-core machine: the base 3.5 minutes once per machine, the image 6 to 7.5 minutes
-# cold, 40 seconds after a change to the collection (its own last layer), 5 seconds unchanged.
+# on, kubectl and helm from the harness's cache (tests/podman/execution_environment.py). On
+# 2 cores at load 8-10: the base 3.5 minutes once per machine, the image 6 to 7.5 minutes cold
+# (both 4.4 minutes at load 4), 20-40 seconds after a change to the collection (its own last
+# layer), 5 seconds unchanged.
 execution-environment: system-packages $(STAMP)
 	$(BIN)/python tests/podman/execution_environment.py build
 
