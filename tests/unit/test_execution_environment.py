@@ -121,3 +121,24 @@ def test_galaxy_yml_and_requirements_declare_exactly_the_collections_the_content
     # an install from Galaxy.
     assert declared == used, {"declared, not used": declared - used, "used, not declared": used - declared}
     assert wanted == declared, wanted ^ declared
+
+
+def test_the_build_make_test_runs_keeps_every_dependency_of_the_definition(tmp_path):
+    """tests/podman/execution_environment.py builds this file with local additions (the
+    collections requirements.yml names already installed, the collection itself, kubectl and
+    helm): everything the file asks for must reach the image unchanged."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "podman"))
+    import execution_environment
+
+    project = definition()
+    built = execution_environment.build_definition(tmp_path, "0123abcd/gpuops-training-0.1.0.tar.gz")
+    validate_schema(built)
+    assert built["version"] == project["version"] and built["images"] == project["images"]
+    assert built["dependencies"] == project["dependencies"]
+    for relative in (project["dependencies"][key] for key in ("galaxy", "python", "system")):
+        assert (tmp_path / relative).read_text() == (REPO_ROOT / relative).read_text(), relative
+    for stage, steps in project.get("additional_build_steps", {}).items():
+        assert built["additional_build_steps"][stage][: len(steps)] == steps, stage
+    install = built["additional_build_steps"]["append_final"][-1]
+    assert install.startswith("RUN ansible-galaxy collection install --offline")
+    assert install.endswith("/0123abcd/gpuops-training-0.1.0.tar.gz")
