@@ -151,7 +151,7 @@ def test_a_folder_is_staged_with_its_checksums_and_a_second_run_copies_nothing(
 ):
     dest = tmp_path / "dest"
     sums = write_manifest(coco_source)
-    first, _ = run(PathSource(str(coco_source)), dest)
+    first, _messages = run(PathSource(str(coco_source)), dest)
     assert first.copied_files == len(sums) and first.skipped_files == 0
     assert first.copied_bytes == sum((coco_source / path).stat().st_size for path in sums)
     for path, digest in sums.items():
@@ -161,7 +161,7 @@ def test_a_folder_is_staged_with_its_checksums_and_a_second_run_copies_nothing(
     assert {entry.path: entry.sha256 for entry in stored} == sums
     assert not list((dest / ".gpuops-stage" / "partial").rglob("*.*"))
 
-    second, _ = run(PathSource(str(coco_source)), dest)
+    second, _messages = run(PathSource(str(coco_source)), dest)
     assert second.record()["changed"] is False
     assert (second.copied_files, second.copied_bytes) == (0, 0)
     assert second.skipped_files == len(sums) and second.skipped_bytes == first.copied_bytes
@@ -171,7 +171,7 @@ def test_without_a_manifest_the_checksums_are_computed_and_a_changed_file_is_cop
     coco_source, tmp_path
 ):
     dest = tmp_path / "dest"
-    first, _ = run(PathSource(str(coco_source)), dest)
+    first, _messages = run(PathSource(str(coco_source)), dest)
     assert first.copied_files > 0
     # A finished file damaged in place (its mtime changes): the next run re-hashes it against
     # the journal, finds it differs and copies it again; the rest are skipped.
@@ -195,7 +195,7 @@ def test_verify_rehashes_files_whose_record_still_matches(coco_source, tmp_path)
     data[10] ^= 0xFF
     target.write_bytes(bytes(data))
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
-    trusting, _ = run(PathSource(str(coco_source)), dest)
+    trusting, _messages = run(PathSource(str(coco_source)), dest)
     assert trusting.copied_files == 0
     verifying, messages = run(PathSource(str(coco_source)), dest, verify=True)
     assert verifying.copied_files == 1
@@ -238,7 +238,7 @@ def test_an_interrupted_file_resumes_with_a_range_request(coco_source, tmp_path,
     partial.parent.mkdir(parents=True)
     kept = 2 * stage.CHUNK + 7
     partial.write_bytes((coco_source / "big.bin").read_bytes()[:kept])
-    summary, _ = run(HttpSource(url_of(http_server)), dest)
+    summary, _messages = run(HttpSource(url_of(http_server)), dest)
     assert summary.resumed_files == 1 and summary.redone_files == 0
     assert ("/big.bin", f"bytes={kept}-") in http_server.requests
     big = (coco_source / "big.bin").stat().st_size
@@ -267,7 +267,7 @@ def test_a_server_that_ignores_range_sends_the_whole_file_again(coco_source, tmp
     partial = dest / ".gpuops-stage" / "partial" / "big.bin"
     partial.parent.mkdir(parents=True)
     partial.write_bytes((coco_source / "big.bin").read_bytes()[:5000])
-    summary, _ = run(HttpSource(url_of(http_server)), dest)
+    summary, _messages = run(HttpSource(url_of(http_server)), dest)
     assert summary.resumed_files == 0
     assert sha256_of(dest / "big.bin") == sums["big.bin"]
 
@@ -410,7 +410,7 @@ class SigningS3Handler(http.server.BaseHTTPRequestHandler):
             self.fail(403, "SignatureDoesNotMatch")
             return
         parts = urllib.parse.urlsplit(self.path)
-        bucket, _, key = urllib.parse.unquote(parts.path).lstrip("/").partition("/")
+        bucket, _slash, key = urllib.parse.unquote(parts.path).lstrip("/").partition("/")
         root = self.server.buckets.get(bucket)
         if root is None:
             self.fail(404, "NoSuchBucket")
@@ -485,17 +485,17 @@ def test_s3_pages_through_the_listing_resumes_and_skips_on_a_second_run(
         endpoint_of(s3_server), "datasets", "coco/2017", "us-east-1", "AKIDTEST", s3_server.secret
     )
     assert sorted(entry.path for entry in source.entries()) == sorted(sums)
-    assert sum("continuation-token=" in path for path, _ in s3_server.requests) >= 3
+    assert sum("continuation-token=" in path for path, _range in s3_server.requests) >= 3
     dest = tmp_path / "dest"
     partial = dest / ".gpuops-stage" / "partial" / "big.bin"
     partial.parent.mkdir(parents=True)
     partial.write_bytes((coco_source / "big.bin").read_bytes()[:4096])
-    first, _ = run(source, dest)
+    first, _messages = run(source, dest)
     assert first.copied_files == len(sums) and first.resumed_files == 1
     assert ("/datasets/coco/2017/big.bin", "bytes=4096-") in s3_server.requests
     for path, digest in sums.items():
         assert sha256_of(dest / path) == digest
-    second, _ = run(source, dest)
+    second, _messages = run(source, dest)
     assert (second.copied_files, second.skipped_files) == (0, len(sums))
 
 

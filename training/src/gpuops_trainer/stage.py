@@ -42,11 +42,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
+from xml.etree import ElementTree
 
 from .layout import DEFAULT_LAYOUT, SPLITS, missing, split_paths
 
@@ -108,7 +108,7 @@ def safe_path(path: str, origin: str) -> str:
     if not parts or path.startswith("/") or any(part in ("..", "") for part in parts):
         raise DataError(f"{origin}: unsafe path {path!r} (expected a relative path without ..)")
     clean = "/".join(part for part in parts if part != ".")
-    if not clean or clean.split("/")[0] == STATE_DIR:
+    if not clean or clean.split("/", maxsplit=1)[0] == STATE_DIR:
         raise DataError(f"{origin}: path {path!r} is not a dataset file")
     return clean
 
@@ -188,7 +188,7 @@ class PathSource(Source):
             for name in sorted(files):
                 full = Path(directory, name)
                 relative = full.relative_to(self.root).as_posix()
-                if relative == self.manifest or relative.split("/")[0] == STATE_DIR:
+                if relative == self.manifest or relative.split("/", maxsplit=1)[0] == STATE_DIR:
                     continue
                 listed.append(Entry(relative, None, full.stat().st_size))
         manifest_file = self.root / self.manifest
