@@ -16,6 +16,8 @@ import http.server
 import importlib.util
 import json
 import secrets
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -72,9 +74,17 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    root = tmp_path_factory.mktemp("coco-source")
-    return root, write_source(root)
+def source(k8s_cluster):
+    """The dataset's folder, where the node's pods (a non-root uid) can read it: pytest's
+    temporary folders are private to root."""
+    volumes = k8s_cluster.harness.state_dir / "real-node" / "volumes"
+    volumes.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="coco-source-", dir=volumes))
+    sums = write_source(root)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield root, sums
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +122,7 @@ def staging_namespace(k8s_cluster, real_node, run_playbook, node_inventory_env):
         },
         extra_env=node_inventory_env,
     )
-    assert run.rc == 0, run
+    assert run.rc == 0, run.output[-4000:]
     yield namespace, volume
     k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     for claim in ("checkpoints", DATASET_CLAIM):
@@ -146,7 +156,7 @@ def flat(run) -> str:
 
 
 def recap(run) -> str:
-    return next(line for line in flat(run).splitlines() if line.startswith("localhost "))
+    return next(line for line in run.output.splitlines() if line.startswith("localhost "))
 
 
 def staged_sums(root: Path) -> dict[str, str]:
@@ -169,7 +179,7 @@ def test_http_staging_is_checksummed_idempotent_and_resumes(
         "dataset_staging_dataset": "coco",
     }
     first = stage(run_playbook, node_inventory_env, namespace, **settings)
-    assert first.rc == 0, first
+    assert first.rc == 0, first.output[-4000:]
     staged = volume / "coco"
     assert staged_sums(staged) == sums
     kept = (staged / ".gpuops-stage" / "SHA256SUMS").read_text().splitlines()
@@ -177,7 +187,7 @@ def test_http_staging_is_checksummed_idempotent_and_resumes(
     assert f"{len(sums)} file(s) copied" in flat(first) and " changed=1 " in recap(first)
 
     second = stage(run_playbook, node_inventory_env, namespace, **settings)
-    assert second.rc == 0, second
+    assert second.rc == 0, second.output[-4000:]
     assert f"0 file(s) copied (0 bytes, 0 resumed, 0 redone), {len(sums)} already there" in flat(second)
     assert " changed=0 " in recap(second), recap(second)
 
@@ -193,7 +203,7 @@ def test_http_staging_is_checksummed_idempotent_and_resumes(
     (staged / damaged).write_bytes(b"damaged")
     server.requests.clear()
     third = stage(run_playbook, node_inventory_env, namespace, **settings)
-    assert third.rc == 0, third
+    assert third.rc == 0, third.output[-4000:]
     assert "2 file(s) copied" in flat(third) and "1 resumed, 0 redone" in flat(third), third
     assert (f"/{resumed}", "bytes=1000-") in server.requests
     assert staged_sums(staged) == sums
@@ -222,11 +232,12 @@ def test_a_node_folder_is_staged_read_only(run_playbook, node_inventory_env, sta
         "dataset_staging_include": ["annotations", "val2017"],
     }
     run = stage(run_playbook, node_inventory_env, namespace, **settings)
-    assert run.rc == 0, run
+    assert run.rc == 0, run.output[-4000:]
     wanted = {path: digest for path, digest in sums.items() if not path.startswith("train2017/")}
     assert staged_sums(volume / "from-node") == wanted
     again = stage(run_playbook, node_inventory_env, namespace, **settings)
-    assert again.rc == 0 and " changed=0 " in recap(again), again
+    assert again.rc == 0, again.output[-4000:]
+    assert " changed=0 " in recap(again), recap(again)
 
 
 def test_bad_settings_fail_before_anything_is_created(run_playbook, node_inventory_env, staging_namespace):
