@@ -90,7 +90,9 @@ _value:
       C(world_size), C(command) (the trainer container's command; mpirun's for mpijob), C(runai_argv) (runai only),
       C(shm_size), C(env) (the container's variables), C(output_dir) (checkpoints in the pod),
       C(sync_bn), C(nccl_expected) and C(nccl_transport) (what the fabric promises NCCL will use,
-      V(IB) or V(Socket); empty when the run has no GPUs).
+      V(IB) or V(Socket); empty when the run has no GPUs), and C(layout_check) (a batch/v1 Job that
+      checks, in the run's image and with its volumes, that every dataset path the trainer will open is
+      there; null for synthetic data and for the runai and mpijob launchers).
   type: dict
 """
 

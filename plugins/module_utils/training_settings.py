@@ -39,6 +39,11 @@ MPI_WORKER_COMMAND = ["sleep", "365d"]
 # mpijob only (nccl-tests), not the trainer's, so not in the training_job role's spec: the
 # launcher's command (required) and the workers' command.
 MPIJOB_DEFAULTS = {"mpirun_argv": None, "mpi_worker_command": MPI_WORKER_COMMAND}
+# Datasets read from files (the others are generated).
+FILE_DATASETS = ("coco", "openimages")
+# training_job_dataset_pvc's default: the namespace's dataset PVC for file datasets, none for
+# synthetic data.
+DATASET_PVC_AUTO = "auto"
 # What the verification expects NCCL to report for each fabric: RoCE is NCCL's IB transport.
 TRANSPORT_OF_FABRIC = {"ib": "IB", "roce": "IB", "socket": "Socket"}
 
@@ -66,7 +71,15 @@ def with_defaults(settings, prefix=PREFIX):
     merged = role_settings.with_defaults(settings, defaults(), prefix)
     if merged.get("gpus_per_node") is None:
         merged["gpus_per_node"] = merged.get("nproc_per_node")
+    if merged.get("dataset_pvc") == DATASET_PVC_AUTO:
+        merged["dataset_pvc"] = namespace_dataset_pvc() if merged.get("dataset") in FILE_DATASETS else ""
     return merged
+
+
+def namespace_dataset_pvc():
+    """The name of the dataset PVC the training_namespace role creates by default (its
+    argument spec says it, once)."""
+    return role_settings.defaults("training_namespace", "training_namespace_")["dataset_pvc_name"]
 
 
 # --------------------------------------------------------------------------------------

@@ -26,10 +26,11 @@ from ansible_collections.gpuops.training.plugins.module_utils import pod_schedul
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_bool as _bool
 from ansible_collections.gpuops.training.plugins.module_utils.setting_values import as_int as _int
-from ansible_collections.gpuops.training.plugins.module_utils.torchrun import torchrun_argv
+from ansible_collections.gpuops.training.plugins.module_utils.torchrun import torchrun_argv, trainer_args
 from ansible_collections.gpuops.training.plugins.module_utils.training_checks import checked
 from ansible_collections.gpuops.training.plugins.module_utils.training_pod import (
     CONTAINER_NAMES,
+    NAME_LABEL,
     NETWORKS_ANNOTATION,
     RUN_ID_LABEL,
     deadline,
@@ -51,6 +52,11 @@ RUNAI_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 PYTORCHJOB_PORT_NAME = "pytorchjob-port"
 # The MPIJob's launcher only runs mpirun: a small Guaranteed pod without GPUs.
 MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "1Gi"}
+# The dataset layout check before a launch: one small Guaranteed pod that parses the trainer's
+# arguments (the trainer's options import torch) and looks for the paths they name.
+LAYOUT_CHECK_MODULE = "gpuops_trainer.layout"
+LAYOUT_CHECK_RESOURCES = {"cpu": "500m", "memory": "1Gi"}
+LAYOUT_CHECK_LAUNCHERS = ("pytorchjob", "indexed_job", "trainjob")
 
 
 def _checked(settings, prefix):
@@ -395,6 +401,48 @@ KINDS = {
 }
 
 
+def layout_check(settings, prefix=ts.PREFIX):
+    """A batch/v1 Job that runs ``python -m gpuops_trainer.layout`` with the run's own trainer
+    arguments in the run's image, with the run's volumes (the dataset PVC among them), node
+    selection and security context, but none of its GPUs, networks or capabilities; None when
+    the dataset is generated or the launcher is not a Kubernetes one. It exits 3 naming every
+    path the trainer would miss, before any rank starts."""
+    s = _checked(settings, prefix)
+    if s["dataset"] not in ts.FILE_DATASETS or s["launcher"] not in LAYOUT_CHECK_LAUNCHERS:
+        return None
+    command = [s["container_python"], "-m", LAYOUT_CHECK_MODULE] + trainer_args(s, ts.output_dir(s))
+    template = pod_template(s, command, "layout-check")
+    spec = template["spec"]
+    spec["restartPolicy"] = "Never"
+    container = spec["containers"][0]
+    container.pop("ports", None)
+    container["env"] = []
+    container["resources"] = {
+        "requests": dict(LAYOUT_CHECK_RESOURCES),
+        "limits": dict(LAYOUT_CHECK_RESOURCES),
+    }
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # The dataset and the caller's volumes (the image may need them); not /dev/shm or the
+    # checkpoints, which another run may hold.
+    own = ("dshm", "checkpoints")
+    spec["volumes"] = [volume for volume in spec["volumes"] if volume["name"] not in own]
+    container["volumeMounts"] = [mount for mount in container["volumeMounts"] if mount["name"] not in own]
+    # Not the run's labels: the run's pods are found by them.
+    name = ts.workload_name(s)[:56].rstrip("-") + "-layout"
+    pod_labels = {NAME_LABEL: "gpuops-layout-check", "gpuops.training/layout-check-of": ts.run_label(s)}
+    template["metadata"] = {"labels": pod_labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": s["namespace"], "labels": dict(pod_labels)},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 600, "template": template},
+    }
+
+
 def workload(settings, prefix=ts.PREFIX):
     """Everything a launcher needs: the objects in apply order, the kind and name to wait for,
     the pod selector, the expected number of pods, the transport to verify, the command and,
@@ -421,6 +469,7 @@ def workload(settings, prefix=ts.PREFIX):
         "runai_argv": None,
         # The Kueue LocalQueue the workload waits in, or "".
         "kueue_local_queue": ps.kueue_queue(s) or "",
+        "layout_check": layout_check(s, prefix),
     }
     if launcher == "runai":
         result["runai_argv"], result["command"] = runai(s, prefix)

@@ -66,11 +66,14 @@ def inventory_environment(harness: Harness, image: str) -> dict[str, str]:
     }
 
 
-def checkpoint_volume(harness: Harness, namespace: str, size: str = "1Gi") -> Path:
-    """A hostPath PersistentVolume reserved for <namespace>/checkpoints (the harness has no
-    provisioner). The trainer runs as a non-root uid and hostPath ignores fsGroup, so the
-    directory is world-writable with the sticky bit, like /tmp."""
-    directory = harness.state_dir / "real-node" / "volumes" / namespace
+def checkpoint_volume(
+    harness: Harness, namespace: str, size: str = "1Gi", claim: str = CHECKPOINT_CLAIM
+) -> Path:
+    """A hostPath PersistentVolume reserved for <namespace>/<claim> (the checkpoints by
+    default; the harness has no provisioner). The trainer runs as a non-root uid and hostPath
+    ignores fsGroup, so the directory is world-writable with the sticky bit, like /tmp."""
+    leaf = namespace if claim == CHECKPOINT_CLAIM else f"{namespace}-{claim}"
+    directory = harness.state_dir / "real-node" / "volumes" / leaf
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o1777)
     harness.apply(
@@ -79,7 +82,7 @@ def checkpoint_volume(harness: Harness, namespace: str, size: str = "1Gi") -> Pa
                 "apiVersion": "v1",
                 "kind": "PersistentVolume",
                 "metadata": {
-                    "name": f"{namespace}-{CHECKPOINT_CLAIM}",
+                    "name": f"{namespace}-{claim}",
                     "labels": {"gpuops.test/namespace": namespace},
                 },
                 "spec": {
@@ -88,7 +91,7 @@ def checkpoint_volume(harness: Harness, namespace: str, size: str = "1Gi") -> Pa
                     "persistentVolumeReclaimPolicy": "Retain",
                     "storageClassName": "",
                     "hostPath": {"path": str(directory), "type": "Directory"},
-                    "claimRef": {"namespace": namespace, "name": CHECKPOINT_CLAIM},
+                    "claimRef": {"namespace": namespace, "name": claim},
                 },
             }
         ]

@@ -17,13 +17,13 @@ from . import __version__
 from .distributed import BACKENDS, DEFAULT_COLLECTIVE_TIMEOUT_S
 from .errors import EXIT_CONFIG, ConfigError
 from .faults import parse_fault, parse_leak
+from .layout import OPENIMAGES_CLASS_FILE
 from .lr import SCHEDULES
 from .models import MODELS
 
 PROG = "gpuops-train"
 DATASETS = ("synthetic", "coco", "openimages")
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-OPENIMAGES_CLASS_FILE = "annotations/class-descriptions-boxable.csv"
 
 
 class _OneLineParser(argparse.ArgumentParser):

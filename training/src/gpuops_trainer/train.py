@@ -38,7 +38,6 @@ from .data import (
     aspect_ratio_groups,
     collate_lists,
 )
-from .data.common import resolve
 from .distributed import DistInfo, broadcast_from_main, cleanup, env_ranks, init_distributed
 from .engine import LoopOptions, TrainState, train_one_epoch
 from .errors import (
@@ -53,6 +52,7 @@ from .errors import (
 )
 from .evaluate import evaluate
 from .faults import HostMemoryLeak, parse_fault, parse_leak
+from .layout import OPENIMAGES_SPLITS, paths_of_args
 from .limits import memlock_limits
 from .lr import build_lr_scheduler
 from .memory import MemorySampler, emit_memory
@@ -61,19 +61,6 @@ from .models import build_model
 from .options import AMP_DTYPES, PROG, parse_args
 from .progress import ProgressBar
 from .shm import processes_on_node, shm_shortfall
-
-# Relative to --data-path (or --val-data-path); each overridable by an option.
-DEFAULT_LAYOUT = {
-    "coco": {
-        "train": ("annotations/instances_train2017.json", "train2017"),
-        "val": ("annotations/instances_val2017.json", "val2017"),
-    },
-    "openimages": {
-        "train": ("annotations/oidv6-train-annotations-bbox.csv", "train"),
-        "val": ("annotations/validation-annotations-bbox.csv", "validation"),
-    },
-}
-OPENIMAGES_SPLITS = {"train": "train", "val": "validation"}  # names in the image list
 
 
 def build_dataset(args: argparse.Namespace, split: str):
@@ -87,19 +74,16 @@ def build_dataset(args: argparse.Namespace, split: str):
         return SyntheticDetection(
             args.synthetic_val_images, args.synthetic_classes, args.image_size, seed=val_seed
         )
-    root = args.data_path if split == "train" else (args.val_data_path or args.data_path)
-    default_annotations, default_images = DEFAULT_LAYOUT[args.dataset][split]
-    annotations = resolve(root, getattr(args, f"{split}_annotations") or default_annotations)
-    images = resolve(root, getattr(args, f"{split}_images") or default_images)
+    paths = paths_of_args(args, split)  # the layout the pre-launch check verifies
     if args.dataset == "coco":
-        return CocoDataset(annotations, images, train=split == "train")
+        return CocoDataset(paths.annotations, paths.images, train=split == "train")
     return OpenImagesDataset(
-        annotations,
-        resolve(args.data_path, args.class_descriptions),
-        images,
+        paths.annotations,
+        paths.class_descriptions,
+        paths.images,
         split=OPENIMAGES_SPLITS[split],
         classes=args.classes,
-        image_list=resolve(root, args.image_list) if args.image_list else None,
+        image_list=paths.image_list,
         train=split == "train",
     )
 

@@ -571,3 +571,66 @@ def test_the_mpijob_launcher_adds_no_capability_and_workers_keep_ipc_lock():
     worker = replicas["Worker"]["template"]["spec"]["containers"][0]["securityContext"]
     assert launcher["capabilities"] == {"drop": ["ALL"]}
     assert worker["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+
+
+# --------------------------------------------------------------------------------------
+# the dataset PVC's auto default and the layout check before a launch
+# --------------------------------------------------------------------------------------
+
+
+def test_auto_dataset_pvc_is_the_namespaces_claim_for_files_and_none_for_synthetic_data():
+    namespace_default = ts.role_settings.defaults("training_namespace", "training_namespace_")
+    assert ts.defaults()["dataset_pvc"] == "auto"
+    coco = ts.with_defaults(settings(dataset="coco", dataset_path="/data/coco"))
+    assert coco["dataset_pvc"] == namespace_default["dataset_pvc_name"] == "dataset"
+    assert ts.with_defaults(settings(dataset="synthetic"))["dataset_pvc"] == ""
+    assert ts.with_defaults(settings(dataset="coco", dataset_pvc=""))["dataset_pvc"] == ""
+    assert ts.with_defaults(settings(dataset="coco", dataset_pvc="mine"))["dataset_pvc"] == "mine"
+    pod = pod_of(tw.indexed_job(settings(dataset="openimages", dataset_path="/data/oi")), "Job")
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert "dataset" in claims
+
+
+@pytest.mark.parametrize("launcher", ["pytorchjob", "indexed_job", "trainjob"])
+def test_the_layout_check_runs_the_runs_trainer_arguments_in_a_small_pod_with_the_dataset(launcher):
+    s = settings(
+        launcher=launcher,
+        dataset="coco",
+        dataset_path="/data/coco",
+        extra_args=["--no-eval-at-end"],
+        node_selector={"pool": "gpu"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+    built = tw.workload(s)
+    job = built["layout_check"]
+    assert job["kind"] == "Job" and job["metadata"]["namespace"] == "training"
+    assert job["metadata"]["name"] == built["name"] + "-layout"
+    pod = job["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    command = container["command"]
+    assert command[:3] == ["python3", "-m", "gpuops_trainer.layout"]
+    assert "--dataset=coco" in command and "--data-path=/data/coco" in command
+    assert "--no-eval-at-end" in command
+    assert container["resources"]["requests"] == container["resources"]["limits"] == tw.LAYOUT_CHECK_RESOURCES
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["spec"]["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
+    volumes = {volume["name"] for volume in pod["spec"]["volumes"]}
+    assert "dataset" in volumes and not volumes & {"dshm", "checkpoints"}
+    assert {m["name"] for m in container["volumeMounts"]} == volumes
+    # The run's pods are found by the run-id label: the check's pod must not carry it.
+    assert tp.RUN_ID_LABEL not in pod["metadata"]["labels"]
+    # It runs where the run's pods would: the same node selection.
+    assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert pod["spec"]["tolerations"] == s["tolerations"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"dataset": "synthetic"}, {"launcher": "runai", "dataset": "coco", "dataset_path": "/data/coco"}],
+)
+def test_no_layout_check_for_generated_data_or_runai(overrides):
+    assert tw.workload(settings(**overrides))["layout_check"] is None

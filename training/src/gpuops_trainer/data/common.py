@@ -44,12 +44,6 @@ class DropCounts:
         }
 
 
-def resolve(root: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """``path`` as given if absolute, else under the dataset root."""
-    path = Path(path)
-    return path if path.is_absolute() else Path(root) / path
-
-
 def require_file(path: Path, what: str) -> None:
     if not path.is_file():
         raise DataError(f"{what} not found: {path}")
