@@ -268,7 +268,7 @@ def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
     assert service["spec"]["selector"] == {tp.RUN_ID_LABEL: RUN_ID}
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
-    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 3600 + 60
+    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 259200 + 60
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == name and pod["setHostnameAsFQDN"] is True
     assert "--rdzv-endpoint=%s-0.%s:29400" % (name, name) in pod["containers"][0]["command"]
