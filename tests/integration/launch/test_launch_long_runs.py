@@ -205,7 +205,7 @@ def test_an_attached_run_keeps_every_ranks_init_when_the_node_rotates_the_log_aw
     assert not server.errors, server.errors
     assert rotated.is_set(), "the early copies were never marked complete"
     assert run.rc == 0, run
-    assert "PASSED (2/2 ranks reported" in run.output and "detached" not in run.output
+    assert "PASSED (2/2 ranks reported" in run.output and "is detached" not in run.output
     run_dir = only_run_dir(runs)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["verdict"] == "passed", summary["failures"]
