@@ -847,12 +847,64 @@ def _path_kind(path):
     return head.split(" ", 1)[0].split("(", 1)[0] or path
 
 
+# NCCL_DEBUG levels that print INFO lines; the subsystems whose INFO lines carry the facts
+# the expectations read (communicators, Init COMPLETE, the network, the channels).
+INFO_LEVELS = ("INFO", "TRACE")
+INFO_SUBSYSTEMS = ("INIT", "ALL")
+# Expectations that need NCCL's INFO lines; no_errors reads WARN lines and PyTorch's messages.
+INFO_EXPECTATIONS = ("nccl_used", "nranks", "transport", "gdr")
+
+
+def info_gap(debug=None, debug_subsys=None):
+    """Why the run's NCCL settings printed none of the INFO lines the expectations read, or
+    None when they did (or when ``debug`` is None: the settings are not known)."""
+    if debug is None:
+        return None
+    level = str(debug).strip().upper()
+    if level not in INFO_LEVELS:
+        return (
+            "NCCL_DEBUG=%s prints no INFO lines" % level
+            if level
+            else "NCCL_DEBUG was not set, so NCCL printed no INFO lines"
+        )
+    subsys = str(debug_subsys or "").strip().upper()
+    if not subsys:
+        return None
+    names = {name.strip() for name in subsys.lstrip("^").split(",")}
+    hidden = (
+        bool(names & set(INFO_SUBSYSTEMS)) if subsys.startswith("^") else not names & set(INFO_SUBSYSTEMS)
+    )
+    return "NCCL_DEBUG_SUBSYS=%s leaves out INIT, whose INFO lines carry them" % subsys if hidden else None
+
+
+def unverifiable(expect):
+    """One statement per group of expectations the run's NCCL settings left unverifiable
+    (``expect`` carries ``debug`` and ``debug_subsys``, the run's NCCL_DEBUG and
+    NCCL_DEBUG_SUBSYS); empty when every expectation can be checked."""
+    expect = expect or {}
+    gap = info_gap(expect.get("debug"), expect.get("debug_subsys"))
+    wanted = [key for key in INFO_EXPECTATIONS if expect.get(key) not in (None, False)]
+    if gap is None or not wanted:
+        return []
+    return [
+        "not verifiable: %s (%s): %s. Set NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=INIT,NET to verify them "
+        "(the training_job role's defaults)" % (", ".join(wanted), _INFO_FACTS, gap)
+    ]
+
+
+_INFO_FACTS = "the NCCL transport, GPUDirect RDMA and every rank's NCCL init"
+
+
 def check_expectations(result, expect):
     """Return one message per expectation the NCCL facts do not meet.
 
-    Each message names the field, what was expected, what was found and the remedy.
+    Each message names the field, what was expected, what was found and the remedy. The
+    expectations that need NCCL's INFO lines are not checked when ``expect``'s ``debug`` and
+    ``debug_subsys`` say the run printed none (see :func:`unverifiable`).
     """
     expect = expect or {}
+    if unverifiable(expect):
+        return _error_failures(result, expect)
     failures = []
     if expect.get("nccl_used") and not result["nccl_used"]:
         failures.append(

@@ -42,6 +42,9 @@ DEFAULT_MEMORY_OPTIONS = {
 
 def nccl_statement(nccl, backend):
     """One sentence on NCCL that never reports success for a run that did not use it."""
+    if nccl.get("unverifiable"):
+        # NCCL_DEBUG below INFO: a statement, not a failure (nccl_log_info's unverifiable).
+        return "NCCL transport %s" % "; ".join(nccl["unverifiable"])
     if not nccl.get("nccl_used"):
         if backend and backend != "nccl":
             return (
@@ -139,6 +142,8 @@ def build_run_summary(run, training, nccl, memory_options=None):
         "nccl": {
             "used": bool(nccl.get("nccl_used")),
             "statement": nccl_statement(nccl, backend),
+            "verifiable": not nccl.get("unverifiable"),
+            "unverifiable": list(nccl.get("unverifiable") or []),
             "version": nccl.get("nccl_version"),
             "nranks": nccl.get("nranks"),
             "init_complete_ranks": nccl.get("init_complete_ranks") or [],

@@ -49,6 +49,8 @@ _NETWORK = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]{1,15})?$"
 )
 _SOCKET_IFNAME = re.compile(r"^[\^=]?[A-Za-z0-9_.,:@-]+$")
+# NCCL_DEBUG_SUBSYS: subsystem names separated by commas, a leading ^ excluding them.
+_DEBUG_SUBSYS = re.compile(r"^\^?[A-Za-z_]+(,[A-Za-z_]+)*$")
 # The objects' name: a DNS-1035 label short enough for <name>-<index>.<name> host names.
 MAX_WORKLOAD_NAME = 40
 # Linux keeps host names to 64 characters; setHostnameAsFQDN makes the FQDN the host name.
@@ -218,6 +220,13 @@ def run_problems(s, var):
         _check_int(found, s, var, key, minimum)
     _check_int(found, s, var, "rdzv_port", 1, MAX_PORT)
     _check_mapping(found, s, var, "env", _env_name_problem, "environment variable name")
+    subsys = s.get("nccl_debug_subsys")
+    if subsys not in ("", None) and not (isinstance(subsys, str) and _DEBUG_SUBSYS.match(subsys)):
+        found.append(
+            "%s must be NCCL subsystem names separated by commas (INIT,NET; a leading ^ excludes them) "
+            "or empty for NCCL's default, got %s"
+            % (var("nccl_debug_subsys"), json.dumps(subsys, default=repr))
+        )
     return found
 
 

@@ -104,6 +104,7 @@ def env_pairs(settings):
     pairs = fabric_env(settings)
     pairs += [
         ("NCCL_DEBUG", str(settings.get("nccl_debug"))),
+        ("NCCL_DEBUG_SUBSYS", str(settings.get("nccl_debug_subsys") or "")),
         # A hung or failed collective tears the process down (and torchrun restarts the
         # workers) instead of leaving the pod waiting; the watchdog heartbeat is explicit.
         ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
@@ -119,6 +120,8 @@ def env_pairs(settings):
         (str(key), "" if value is None else str(value)) for key, value in (settings.get("env") or {}).items()
     ]
     overridden = {key for key, _value in extra} | set(settings.get("env_from_secrets") or {})
+    # An empty NCCL_DEBUG_SUBSYS leaves NCCL's default.
+    pairs = [(key, value) for key, value in pairs if not (key == "NCCL_DEBUG_SUBSYS" and not value)]
     return [(key, value) for key, value in pairs if key not in overridden] + extra
 
 

@@ -70,6 +70,18 @@ options:
           - No failure may be classified in RV(errors); each one found becomes a message with its remedy.
         type: bool
         default: false
+      debug:
+        description:
+          - The run's C(NCCL_DEBUG) (an empty string when it was not set); left out when not known.
+          - Below C(INFO) NCCL prints no INFO lines, so O(expect.nccl_used), O(expect.nranks),
+            O(expect.transport) and O(expect.gdr) are not checked; RV(unverifiable) says so.
+            O(expect.no_errors) is still checked (NCCL's WARN lines and PyTorch's messages).
+        type: str
+      debug_subsys:
+        description:
+          - The run's C(NCCL_DEBUG_SUBSYS); a list without C(INIT) (or one that excludes it with C(^))
+            leaves the same expectations unverifiable.
+        type: str
 notes:
   - The module never changes anything; it reports C(changed=false).
 seealso:
@@ -253,6 +265,15 @@ errors:
       lines: ["logs/rank3.log:3025: NET/OFI Unable to register memory (type = 2) for device 3."]
       count: 16
       ranks: [3]
+unverifiable:
+  description:
+    - The expectations of O(expect) that the run's NCCL settings (O(expect.debug), O(expect.debug_subsys))
+      left unverifiable, in one statement that names them and why; empty when every expectation was checked.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "not verifiable: nccl_used, nranks, transport (the NCCL transport, GPUDirect RDMA and every rank's NCCL init): NCCL_DEBUG=WARN prints no INFO lines. ..."
 parse_warnings:
   description: What could not be read (lines with invalid UTF-8, unreadable communicator lines), at most 50 and a count.
   returned: always
@@ -264,6 +285,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.log_module import 
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     check_expectations,
     parse_nccl_logs,
+    unverifiable,
 )
 
 
@@ -279,12 +301,18 @@ def main():
                     "transport": {"type": "str", "choices": ["IB", "Socket", "Plugin"]},
                     "gdr": {"type": "bool", "default": False},
                     "no_errors": {"type": "bool", "default": False},
+                    "debug": {"type": "str"},
+                    "debug_subsys": {"type": "str"},
                 },
             },
         }
     )
     expect = {key: value for key, value in (module.params["expect"] or {}).items() if value is not None}
-    judge_logs(module, parse_nccl_logs, lambda facts: check_expectations(facts, expect), "NCCL")
+
+    def parse(sources):
+        return dict(parse_nccl_logs(sources), unverifiable=unverifiable(expect))
+
+    judge_logs(module, parse, lambda facts: check_expectations(facts, expect), "NCCL")
 
 
 if __name__ == "__main__":

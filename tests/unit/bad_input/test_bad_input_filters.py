@@ -406,6 +406,8 @@ CASES = {
     "systemd_limits": (BUILDER, call(ulimit_entries), ("ulimit", "ulimits", "entries")),
     "pam_limit_problems": (PROBLEMS, call(pam_entries), ()),
     "pam_limits_conf": (BUILDER, call(pam_entries), ("limit", "limits", "entries", "entry")),
+    "pod_log_merge": (BUILDER, call(like(text), like(text), previous=like(text)), ("pod_log_merge",)),
+    "pod_log_past_init": (BUILDER, call(like(text)), ("pod_log_past_init",)),
 }
 
 

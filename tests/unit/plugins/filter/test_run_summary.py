@@ -60,6 +60,16 @@ def test_an_nccl_run_states_its_transport():
     )
 
 
+def test_an_nccl_run_with_info_lines_off_passes_saying_the_transport_was_not_verifiable():
+    statement = "not verifiable: nccl_used, transport (...): NCCL_DEBUG=WARN prints no INFO lines. Set ..."
+    nccl = {"failures": [], "nccl_used": False, "unverifiable": [statement]}
+    summary = run_summary(RUN, dict(TRAINING, backend="nccl"), nccl)
+    assert summary["verdict"] == "passed"
+    assert summary["nccl"]["verifiable"] is False and summary["nccl"]["unverifiable"] == [statement]
+    assert summary["nccl"]["statement"] == "NCCL transport " + statement
+    assert run_summary(RUN, TRAINING, NO_NCCL)["nccl"]["verifiable"] is True
+
+
 def test_a_launcher_failure_fails_the_verdict_even_when_logs_look_fine():
     summary = run_summary(dict(RUN, rc=1), TRAINING, NO_NCCL)
     assert summary["verdict"] == "failed"

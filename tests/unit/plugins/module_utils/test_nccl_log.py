@@ -16,7 +16,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     MAX_WARNINGS,
     NcclLogParser,
     check_expectations,
+    info_gap,
     parse_nccl_logs,
+    unverifiable,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_tests import parse_nccl_tests
 
@@ -434,3 +436,62 @@ def test_a_log_without_nccl_info_still_names_torchs_nccl_failures():
         "no_errors: expected none, found collective_timeout: a collective operation timed out (a rank "
         "stopped taking part or the network stalled) (1 lines; ranks 1, first: log:1: "
     )
+
+
+# A rank's output under NCCL_DEBUG=WARN on a run that went well: NCCL prints nothing.
+WARN_LEVEL_RUN = '{"event":"run_start","rank":0}\nepoch 0 loss 1.2\n{"event":"run_end","rank":0}\n'
+INFO_EXPECT = {"nccl_used": True, "nranks": 2, "transport": "IB", "gdr": True, "no_errors": True}
+
+
+@pytest.mark.parametrize(
+    ("debug", "subsys", "gap"),
+    [
+        ("INFO", "INIT,NET", None),
+        ("info", "", None),
+        ("TRACE", "ALL", None),
+        ("INFO", "^NET,GRAPH", None),
+        ("INFO", None, None),
+        (None, "NET", None),  # the run's settings are not known: everything is checked
+        ("WARN", "INIT,NET", "NCCL_DEBUG=WARN prints no INFO lines"),
+        ("VERSION", "", "NCCL_DEBUG=VERSION prints no INFO lines"),
+        ("", "", "NCCL_DEBUG was not set, so NCCL printed no INFO lines"),
+        ("INFO", "NET,GRAPH", "NCCL_DEBUG_SUBSYS=NET,GRAPH leaves out INIT, whose INFO lines carry them"),
+        ("INFO", "^INIT", "NCCL_DEBUG_SUBSYS=^INIT leaves out INIT, whose INFO lines carry them"),
+    ],
+)
+def test_the_info_gap_is_read_from_nccl_debug_and_its_subsystems(debug, subsys, gap):
+    assert info_gap(debug, subsys) == gap
+
+
+def test_a_run_with_nccl_info_lines_off_is_not_verifiable_instead_of_failing():
+    result = parse_text(WARN_LEVEL_RUN)
+    # With INFO promised, the same log fails: NCCL printed nothing.
+    assert check_expectations(result, dict(INFO_EXPECT, debug="INFO"))[0].startswith(
+        "nccl_used: expected NCCL output"
+    )
+    expect = dict(INFO_EXPECT, debug="WARN", debug_subsys="INIT,NET")
+    assert check_expectations(result, expect) == []
+    (statement,) = unverifiable(expect)
+    assert statement.startswith(
+        "not verifiable: nccl_used, nranks, transport, gdr (the NCCL transport, GPUDirect RDMA and every "
+        "rank's NCCL init): NCCL_DEBUG=WARN prints no INFO lines. Set NCCL_DEBUG=INFO with "
+        "NCCL_DEBUG_SUBSYS=INIT,NET"
+    )
+
+
+def test_an_info_run_whose_subsystems_hide_init_is_not_verifiable():
+    result = parse_nccl_logs(collect_sources(paths=[str(OWN_FIXTURES / "socket-fallback-ib-profile.log")]))
+    expect = {"transport": "IB", "debug": "INFO", "debug_subsys": "NET"}
+    assert check_expectations(result, expect) == []
+    assert "NCCL_DEBUG_SUBSYS=NET leaves out INIT" in unverifiable(expect)[0]
+    # Nothing asked that needs the INFO lines: nothing to say.
+    assert unverifiable({"no_errors": True, "debug": "WARN"}) == []
+
+
+def test_errors_are_still_judged_when_the_info_lines_are_off():
+    """NCCL's WARN lines and PyTorch's NCCL errors are printed whatever NCCL_DEBUG says."""
+    log = OWN_FIXTURES / "torch-internal-error-kubectl-prefix-no-info.log"
+    result = parse_nccl_logs(collect_sources(paths=[str(log)]))
+    failures = check_expectations(result, dict(INFO_EXPECT, debug="WARN"))
+    assert failures and all(failure.startswith("no_errors: expected none, found ") for failure in failures)
+    assert any("internal_error" in failure for failure in failures)

@@ -207,13 +207,36 @@ def test_every_kind_renders_the_same_pod_practices():
 def test_fabric_profiles_set_nccls_variables(fabric, expected):
     env = env_of(pod_of(tw.indexed_job(settings(fabric=fabric)), "Job"))
     nccl_network = {
-        key: value for key, value in env.items() if key.startswith("NCCL_") and key != "NCCL_DEBUG"
+        key: value
+        for key, value in env.items()
+        if key.startswith("NCCL_") and key not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")
     }
     assert nccl_network == expected
     assert env["GLOO_SOCKET_IFNAME"] == "net1"
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert env["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"] == "600"
     assert env["NCCL_DEBUG"] == "INFO"
+    # What the verdict reads (the init, the network) and little else.
+    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+
+
+def test_nccl_debug_subsys_follows_its_setting_and_is_left_out_when_empty():
+    assert (
+        env_of(pod_of(tw.indexed_job(settings(nccl_debug_subsys="INIT")), "Job"))["NCCL_DEBUG_SUBSYS"]
+        == "INIT"
+    )
+    assert "NCCL_DEBUG_SUBSYS" not in env_of(pod_of(tw.indexed_job(settings(nccl_debug_subsys="")), "Job"))
+    # training_job_env wins, as for every variable.
+    env = env_of(pod_of(tw.indexed_job(settings(env={"NCCL_DEBUG_SUBSYS": "ALL"})), "Job"))
+    assert env["NCCL_DEBUG_SUBSYS"] == "ALL"
+
+
+@pytest.mark.parametrize("subsys", ["INIT NET", "INIT,", ",NET", "^", 3])
+def test_a_malformed_nccl_debug_subsys_is_named(subsys):
+    found = tc.problems(settings(nccl_debug_subsys=subsys))
+    assert any(
+        problem.startswith("training_job_nccl_debug_subsys must be NCCL subsystem names") for problem in found
+    )
 
 
 def test_socket_fabric_requests_no_rdma_and_without_a_network_uses_eth0():
@@ -268,7 +291,7 @@ def test_the_indexed_job_rendezvous_on_index_0_through_its_headless_service():
     assert service["spec"]["selector"] == {tp.RUN_ID_LABEL: RUN_ID}
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
-    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 3600 + 60
+    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 259200 + 60
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == name and pod["setHostnameAsFQDN"] is True
     assert "--rdzv-endpoint=%s-0.%s:29400" % (name, name) in pod["containers"][0]["command"]
@@ -327,7 +350,7 @@ def test_pytorchjob_workers_only_by_default_master_on_request_and_elastic():
     assert job["spec"]["nprocPerNode"] == "8"
     assert job["spec"]["runPolicy"] == {
         "backoffLimit": 3,
-        "activeDeadlineSeconds": 3660,
+        "activeDeadlineSeconds": 259200 + 60,
         "cleanPodPolicy": "None",
     }
     assert {kind: replica["replicas"] for kind, replica in job["spec"]["pytorchReplicaSpecs"].items()} == {
@@ -421,6 +444,7 @@ def test_runai_argv_from_the_same_settings():
         "--environment-variable", "NCCL_SOCKET_IFNAME=net1",
         "--environment-variable", "GLOO_SOCKET_IFNAME=net1",
         "--environment-variable", "NCCL_DEBUG=WARN",
+        "--environment-variable", "NCCL_DEBUG_SUBSYS=INIT,NET",
         "--environment-variable", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
         "--environment-variable", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=600",
         "--environment-variable", "PYTHONUNBUFFERED=1",

@@ -98,3 +98,16 @@ def test_no_source_at_all_is_an_error(run_module):
     run = run_module(nccl_log_info.main, {})
     assert run.failed
     assert run.result["msg"] == "one of paths, content or pod_logs is required"
+
+
+def test_a_warn_level_run_passes_and_says_what_was_not_verifiable(run_module):
+    log = '{"event":"run_start","rank":0}\nepoch 0 loss 1.2\n'
+    expect = {"nccl_used": True, "nranks": 2, "transport": "IB", "no_errors": True}
+    run = run_module(
+        nccl_log_info.main, {"pod_logs": [{"name": "w-0", "log": log}], "expect": dict(expect, debug="WARN")}
+    )
+    assert run.exit_code == 0 and run.result["ok"] is True
+    (statement,) = run.result["unverifiable"]
+    assert "nccl_used, nranks, transport" in statement and "NCCL_DEBUG=WARN prints no INFO lines" in statement
+    failed = run_module(nccl_log_info.main, {"pod_logs": [{"name": "w-0", "log": log}], "expect": expect})
+    assert failed.failed and failed.result["unverifiable"] == []
