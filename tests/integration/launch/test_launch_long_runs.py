@@ -120,6 +120,7 @@ def test_a_detached_run_is_verified_later_from_its_definition_even_when_its_pods
             "-n",
             launch_namespace,
             "job/%s" % definition["name"],
+            timeout=330,  # kubectl's own wait is the bound; a loaded machine needs more than 120 s
         )
     finally:
         server.stop()

@@ -40,14 +40,32 @@ def node_inventory_env(k8s_cluster, real_node):
 
 
 @pytest.fixture(scope="session")
-def provisioned_node(real_node, run_playbook, node_inventory_env):
+def node_provisioning(real_node, run_playbook, node_inventory_env):
+    """Runs provision_nodes.yml once, and again whenever the node's CRI-O configuration lost
+    the drop-in (a test that brings the node down and up starts it from a fresh one)."""
+    dropin = Path(node_inventory_env["GPUOPS_REAL_NODE_CRIO_CONFIG_DIR"]) / "99-ulimits.conf"
+    runs = []
+
+    def provision():
+        if not runs or not dropin.exists():
+            run = run_playbook(
+                "playbooks/provision_nodes.yml",
+                cluster_demo.INVENTORY,
+                timeout=900,
+                extra_env=node_inventory_env,
+            )
+            assert run.rc == 0, run
+            runs.append(run)
+        return runs[-1]
+
+    return provision
+
+
+@pytest.fixture
+def provisioned_node(node_provisioning):
     """The node as provision_nodes.yml leaves it: CRI-O's limits drop-in (at this host's hard
     limits), proved on fresh containers, and preflight passed. Returns that run."""
-    run = run_playbook(
-        "playbooks/provision_nodes.yml", cluster_demo.INVENTORY, timeout=900, extra_env=node_inventory_env
-    )
-    assert run.rc == 0, run
-    return run
+    return node_provisioning()
 
 
 @pytest.fixture

@@ -280,7 +280,8 @@ def test_the_openshift_guide_runs_as_written_to_a_passed_run(
         # namespace's SecurityContextConstraints.
         stored = json.loads(k8s_cluster.kubectl("get", "mcp", pool, "-o", "json").stdout)
         assert stored["status"]["configuration"]["name"].startswith(f"rendered-{pool}-")
-        sccs = json.loads(k8s_cluster.kubectl("get", "scc", "-o", "json").stdout)["items"]
+        listed = k8s_cluster.kubectl("get", "securitycontextconstraints", "-o", "json").stdout
+        sccs = json.loads(listed)["items"]
         ours = [scc for scc in sccs if namespace in scc["metadata"]["name"]]
         assert len(ours) == 1 and ours[0]["allowedCapabilities"] == ["IPC_LOCK"], ours
         bindings = json.loads(k8s_cluster.kubectl("get", "rolebinding", "-n", namespace, "-o", "json").stdout)
