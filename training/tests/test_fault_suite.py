@@ -33,7 +33,7 @@ from gpuops_trainer import errors
 from gpuops_trainer.distributed import DistInfo
 from gpuops_trainer.metrics import MetricsWriter
 from gpuops_trainer.options import parse_args
-from gpuops_trainer.train import choose_checkpoint
+from gpuops_trainer.train import STOPPED_BY_SIGTERM, choose_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "training" / "README.md"
@@ -495,9 +495,68 @@ def test_a_rank_whose_peer_node_died_exits_retryable_with_one_line(env, tmp_path
         r for r in read_records(output / "metrics" / "rank0.jsonl") if r["event"] == "run_end"
     ]
     assert end["status"] == "error"
-    assert end["error"].startswith("a peer rank or the rendezvous was lost: "), end
-    # The surviving rank's one line, whichever agent hosted the rendezvous store.
-    assert "gpuops-train: error: a peer rank or the rendezvous was lost: " in stderr
+    # The surviving rank reports its end either way. Its collective fails on the lost peer;
+    # or, when the killed rank's agent hosted the rendezvous store, its own agent loses the
+    # store first and stops it with SIGTERM (which agent hosts depends on start-up order).
+    if end["error"] == STOPPED_BY_SIGTERM:
+        assert "gpuops_trainer.launch: the rendezvous store is gone" in stderr, stderr[-3000:]
+        assert f"gpuops-train: error: {STOPPED_BY_SIGTERM}" in stderr
+    else:
+        assert end["error"].startswith("a peer rank or the rendezvous was lost: "), end
+        assert "gpuops-train: error: a peer rank or the rendezvous was lost: " in stderr
+
+
+def test_a_sigterm_to_the_trainer_ends_with_its_run_end_and_143(env, tmp_path):
+    """A pod being deleted or preempted: the container's process gets SIGTERM. The trainer
+    (with DataLoader workers, which get it too when a process group is signalled) writes its
+    last record and exits with the code the signal would give, so nothing reads it as a
+    permanent error and the run's report says why it stopped."""
+    output = tmp_path / "run"
+    trainer = start(
+        [PYTHON, "-m", "gpuops_trainer", "--output-dir", str(output),
+         *SMALL, "--workers", "2",  # the last --workers wins
+         "--epochs", "50", "--synthetic-images", "8"],
+        env, tmp_path / "stderr",
+    )  # fmt: skip
+    try:
+        wait_for_step(trainer, output / "metrics", 0, 1)
+        os.killpg(trainer.pid, signal.SIGTERM)  # as torchrun's agent does: the whole group
+        trainer.wait(timeout=120)
+    finally:
+        stop(trainer)
+    stderr = (tmp_path / "stderr").read_text()
+    assert trainer.returncode == errors.EXIT_TERMINATED == 143, stderr[-3000:]
+    assert [line for line in stderr.splitlines() if "error" in line] == [
+        f"gpuops-train: error: {STOPPED_BY_SIGTERM}"
+    ], stderr[-3000:]
+    assert "Traceback" not in stderr
+    end = read_records(output / "metrics" / "rank0.jsonl")[-1]
+    assert (end["event"], end["status"], end["error"]) == ("run_end", "error", STOPPED_BY_SIGTERM)
+    assert end["step"] >= 1
+
+
+@pytest.mark.distributed
+def test_a_sigterm_to_the_launcher_gives_every_rank_its_run_end(env, tmp_path):
+    """kubelet's SIGTERM goes to the container's first process, the launcher: torchrun's agent
+    stops its workers with SIGTERM, each writes its run_end, and the pod exits 143."""
+    output = tmp_path / "run"
+    agent = start(
+        [PYTHON, "-m", "gpuops_trainer.launch", "--standalone", "--nproc-per-node=2",
+         "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(output), *SMALL,
+         "--epochs", "50", "--synthetic-images", "8"],
+        env, tmp_path / "stderr",
+    )  # fmt: skip
+    try:
+        wait_for_step(agent, output / "metrics", 0, 1)
+        os.kill(agent.pid, signal.SIGTERM)
+        agent.wait(timeout=120)
+    finally:
+        stop(agent)
+    stderr = (tmp_path / "stderr").read_text()
+    assert agent.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    for rank in (0, 1):
+        end = read_records(output / "metrics" / f"rank{rank}.jsonl")[-1]
+        assert (end["event"], end["error"]) == ("run_end", STOPPED_BY_SIGTERM), (rank, end)
 
 
 @pytest.mark.distributed

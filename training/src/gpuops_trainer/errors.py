@@ -4,9 +4,11 @@ Launchers such as Kubeflow's ``restartPolicy: ExitCode`` treat 1-127 as permanen
 128+N (signals, OOM kills) as retryable, so deterministic problems get small codes here.
 
 Signals are not codes the trainer chooses: a process killed by signal N (SIGKILL from the
-kernel's OOM killer or after a pod's grace period, SIGTERM) has no exit status of its own;
-a shell and container runtimes report 128+N (137 for SIGKILL, 143 for SIGTERM), which is what
-Kubernetes records as the container's exit code. Under torchrun the agent exits 1 whenever a
+kernel's OOM killer or after a pod's grace period) has no exit status of its own; a shell and
+container runtimes report 128+N (137 for SIGKILL), which is what Kubernetes records as the
+container's exit code. SIGTERM is the one signal the trainer catches (a pod being deleted,
+torchrun's agent shutting its workers down): it writes its ``run_end`` and exits 143, the
+code the signal would have given. Under torchrun the agent exits 1 whenever a
 worker failed and names the worker's code or signal in its summary. README.md lists the same
 table (a test checks they agree).
 """
@@ -21,6 +23,7 @@ EXIT_STORAGE = 5  # a checkpoint cannot be written: the volume is full (or over 
 # is healthy and the run can go on from its checkpoint once all ranks are back, so the code is
 # in the range restart policies retry (128 and up), above every signal's 128+N.
 EXIT_PEER_LOST = 200
+EXIT_TERMINATED = 128 + 15  # SIGTERM, caught so that the rank's run_end is written
 
 # What the collective libraries say when the other end of a connection is gone.
 PEER_LOST_MESSAGES = (
@@ -63,6 +66,13 @@ class NonFiniteLossError(TrainerError):
 
 class StorageError(TrainerError):
     exit_code = EXIT_STORAGE
+
+
+class Terminated(TrainerError):
+    """Raised by the SIGTERM handler: the rank was told to stop (pod deletion, preemption,
+    or torchrun's agent shutting its workers down after a failure elsewhere)."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class InjectedFault(TrainerError):

@@ -12,10 +12,13 @@ errors.py and README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -47,6 +50,7 @@ from .errors import (
     EXIT_PEER_LOST,
     ConfigError,
     InjectedFault,
+    Terminated,
     TrainerError,
     peer_lost,
 )
@@ -134,9 +138,22 @@ def build_train_loader(dataset, args, dist_info: DistInfo):
         num_workers=args.workers,
         collate_fn=collate_lists,
         pin_memory=dist_info.device.type == "cuda",
+        worker_init_fn=loader_worker_exits_quietly_on_sigterm,
         persistent_workers=args.workers > 0 and args.persistent_workers,
     )
     return sampler, resumable, loader
+
+
+def loader_worker_exits_quietly_on_sigterm(_worker_id: int) -> None:
+    """A SIGTERM to the rank's process group (torchrun's agent stopping it) is the rank's to
+    report. A loader worker killed by it would race that report with the loader's "worker
+    killed by signal" error; one that exits 0 is not an error to the loader. Ignoring the
+    signal is no answer: at exit, multiprocessing stops its workers with SIGTERM and waits."""
+    signal.signal(signal.SIGTERM, _exit_quietly)
+
+
+def _exit_quietly(_signum, _frame) -> None:
+    os._exit(0)
 
 
 def build_val_loader(dataset, args, dist_info: DistInfo) -> DataLoader:
@@ -150,6 +167,7 @@ def build_val_loader(dataset, args, dist_info: DistInfo) -> DataLoader:
         num_workers=args.workers,
         collate_fn=collate_lists,
         pin_memory=dist_info.device.type == "cuda",
+        worker_init_fn=loader_worker_exits_quietly_on_sigterm,
     )
 
 
@@ -561,7 +579,52 @@ def report_end(
     metrics.close()
 
 
+STOPPED_BY_SIGTERM = (
+    "stopped by SIGTERM (the pod is being deleted or preempted, or torchrun's agent is "
+    "stopping its workers after a failure elsewhere)"
+)
+
+
+class SigtermRaises:
+    """While active, the first SIGTERM raises Terminated in this process, so the rank reports
+    its end instead of vanishing; later ones are ignored (its launcher sends SIGKILL after its
+    grace period). torchrun's agent signals the worker's whole process group; the DataLoader
+    workers leave without an error (``loader_worker_exits_quietly_on_sigterm``)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._owner = os.getpid()
+
+    def _handle(self, signum, frame) -> None:
+        if os.getpid() != self._owner:  # a DataLoader worker before its own set-up
+            return
+        self.received = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated(STOPPED_BY_SIGTERM)
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # signal handlers belong to the main thread (in-process callers)
+            return
+        previous = signal.signal(signal.SIGTERM, self._handle)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def hold(self) -> None:
+        """From here on a SIGTERM cannot interrupt the rank's last record."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with SigtermRaises().installed() as sigterm:
+        return _main(argv, sigterm)
+
+
+def _main(argv: Sequence[str] | None, sigterm: SigtermRaises) -> int:
     args = parse_args(argv)  # usage errors exit 2 here, before anything starts
     started = time.time()
     state = TrainState()
@@ -575,12 +638,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run(args, state, metrics)
     except TrainerError as exc:
+        sigterm.hold()
         message = one_line(exc)
         if not isinstance(exc, InjectedFault):  # the fault already printed its line
             print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
         report_end(metrics, state, started, "error", error=message)
         return exc.exit_code
     except Exception as exc:
+        sigterm.hold()
+        if sigterm.received:  # whatever the signal broke on its way (a loader, a collective)
+            print(f"{PROG}: error: {STOPPED_BY_SIGTERM}", file=sys.stderr, flush=True)
+            report_end(metrics, state, started, "error", error=STOPPED_BY_SIGTERM)
+            return Terminated.exit_code
         if peer_lost(exc):
             message = f"a peer rank or the rendezvous was lost: {one_line(exc)}"
             print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
@@ -589,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         report_end(metrics, state, started, "error", error=f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
+    sigterm.hold()
     report_end(metrics, state, started, "ok")
     return EXIT_OK
 
