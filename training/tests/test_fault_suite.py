@@ -114,6 +114,25 @@ def stop(process):
         process.wait()
 
 
+def act_after_the_first_step(command, env, tmp_path, act, timeout=300):
+    """Start COMMAND (its metrics under tmp_path/run), call ACT with the process once a rank
+    has recorded step 1, wait for the run to end. Returns (process, stderr, what ACT returned)."""
+    process = start(command, env, tmp_path / "stderr")
+    try:
+        wait_for_step(process, tmp_path / "run" / "metrics", 0, 1)
+        acted = act(process)
+        process.wait(timeout=timeout)
+    finally:
+        stop(process)
+    return process, (tmp_path / "stderr").read_text(), acted
+
+
+def _kill_worker_of_rank_1(agent):
+    victim = worker_pids(agent.pid)[1]
+    os.kill(victim, signal.SIGKILL)
+    return victim
+
+
 def newest_on_disk(checkpoint_dir):
     paths = ckpt.list_checkpoints(checkpoint_dir)
     return int(ckpt.CHECKPOINT_PATTERN.match(paths[0].name).group(1)) if paths else 0
@@ -433,21 +452,12 @@ LAUNCHERS = {"torch.distributed.run": 1, "gpuops_trainer.launch": 128 + signal.S
 def test_a_worker_killed_without_restarts_fails_the_run_naming_the_signal(
     env, tmp_path, launcher, code
 ):
-    output = tmp_path / "run"
-    agent = start(
+    agent, stderr, victim = act_after_the_first_step(
         [PYTHON, "-m", launcher, "--standalone", "--nproc_per_node=2",
-         "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(output), *SMALL,
-         "--epochs", "3", "--synthetic-images", "8"],
-        env, tmp_path / "stderr",
+         "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(tmp_path / "run"),
+         *SMALL, "--epochs", "3", "--synthetic-images", "8"],
+        env, tmp_path, _kill_worker_of_rank_1,
     )  # fmt: skip
-    try:
-        wait_for_step(agent, output / "metrics", 0, 1)
-        victim = worker_pids(agent.pid)[1]
-        os.kill(victim, signal.SIGKILL)
-        agent.wait(timeout=300)
-    finally:
-        stop(agent)
-    stderr = (tmp_path / "stderr").read_text()
     assert agent.returncode == code, stderr[-3000:]
     # torchrun's summary names the killed worker, its status and the signal.
     assert re.search(rf"exitcode\s*: -9 \(pid: {victim}\)", stderr), stderr[-3000:]
@@ -512,19 +522,13 @@ def test_a_sigterm_to_the_trainer_ends_with_its_run_end_and_143(env, tmp_path):
     last record and exits with the code the signal would give, so nothing reads it as a
     permanent error and the run's report says why it stopped."""
     output = tmp_path / "run"
-    trainer = start(
+    trainer, stderr, _ = act_after_the_first_step(
         [PYTHON, "-m", "gpuops_trainer", "--output-dir", str(output),
          *SMALL, "--workers", "2",  # the last --workers wins
          "--epochs", "50", "--synthetic-images", "8"],
-        env, tmp_path / "stderr",
+        env, tmp_path,
+        lambda trainer: os.killpg(trainer.pid, signal.SIGTERM),  # as torchrun's agent does
     )  # fmt: skip
-    try:
-        wait_for_step(trainer, output / "metrics", 0, 1)
-        os.killpg(trainer.pid, signal.SIGTERM)  # as torchrun's agent does: the whole group
-        trainer.wait(timeout=120)
-    finally:
-        stop(trainer)
-    stderr = (tmp_path / "stderr").read_text()
     assert trainer.returncode == errors.EXIT_TERMINATED == 143, stderr[-3000:]
     assert [line for line in stderr.splitlines() if "error" in line] == [
         f"gpuops-train: error: {STOPPED_BY_SIGTERM}"
@@ -540,19 +544,12 @@ def test_a_sigterm_to_the_launcher_gives_every_rank_its_run_end(env, tmp_path):
     """kubelet's SIGTERM goes to the container's first process, the launcher: torchrun's agent
     stops its workers with SIGTERM, each writes its run_end, and the pod exits 143."""
     output = tmp_path / "run"
-    agent = start(
+    agent, stderr, _ = act_after_the_first_step(
         [PYTHON, "-m", "gpuops_trainer.launch", "--standalone", "--nproc-per-node=2",
          "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(output), *SMALL,
          "--epochs", "50", "--synthetic-images", "8"],
-        env, tmp_path / "stderr",
+        env, tmp_path, lambda agent: os.kill(agent.pid, signal.SIGTERM),
     )  # fmt: skip
-    try:
-        wait_for_step(agent, output / "metrics", 0, 1)
-        os.kill(agent.pid, signal.SIGTERM)
-        agent.wait(timeout=120)
-    finally:
-        stop(agent)
-    stderr = (tmp_path / "stderr").read_text()
     assert agent.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     for rank in (0, 1):
         end = read_records(output / "metrics" / f"rank{rank}.jsonl")[-1]
