@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ansible_collections.gpuops.training.plugins.module_utils.pod_scheduling import KUEUE_QUEUE_LABEL
+
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Suspended", "NotFound")
 TERMINAL = ("Succeeded", "Failed")
 # Kinds the Training Operator v1 runs: it deletes their pods at the backoff limit or deadline.
@@ -164,13 +166,34 @@ PHASE_READERS = {
 }
 
 
+def kueue_queue(obj):
+    """The LocalQueue a workload was submitted to (Kueue's queue-name label), or None."""
+    return (((obj or {}).get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+
+
+def _suspended_in_spec(obj):
+    # A Job and a TrainJob say it in spec.suspend, Kubeflow's v1 kinds in spec.runPolicy.
+    spec = (obj or {}).get("spec") or {}
+    return bool(spec.get("suspend") or (spec.get("runPolicy") or {}).get("suspend"))
+
+
 def workload_phase(kind, obj):
-    """(phase, detail) of a Job, PyTorchJob, MPIJob or TrainJob; ("NotFound", "") for None."""
+    """(phase, detail) of a Job, PyTorchJob, MPIJob or TrainJob; ("NotFound", "") for None.
+
+    A workload queued in Kueue reads ``Suspended`` from the moment it is created suspended
+    (before its controller writes the condition) until Kueue admits it, and the detail names
+    the LocalQueue: a wait on it is a wait for quota, not for slow pods.
+    """
     if obj is None:
         return "NotFound", ""
     if kind not in PHASE_READERS:
         raise ValueError("kind must be one of %s, got %r" % (", ".join(sorted(PHASE_READERS)), kind))
-    return PHASE_READERS[kind](obj)
+    phase, detail = PHASE_READERS[kind](obj)
+    queue = kueue_queue(obj)
+    if queue and (phase == "Suspended" or (phase == "Pending" and _suspended_in_spec(obj))):
+        queued = "queued in Kueue's LocalQueue %s, not admitted yet" % queue
+        return "Suspended", "%s; %s" % (queued, detail) if detail else queued
+    return phase, detail
 
 
 # --------------------------------------------------------------------------------------
@@ -430,7 +453,8 @@ def judge(
 ):
     """The verdict on a workload and its pods.
 
-    Returns ``phase``, ``detail``, ``finished`` (Succeeded or Failed), ``succeeded``,
+    Returns ``phase``, ``detail``, ``queue`` (Kueue's LocalQueue or None), ``finished``
+    (Succeeded or Failed), ``succeeded``,
     ``counts`` (pending, running, succeeded, failed, unknown, total), ``pods`` (every pod's
     state, pods seen before and gone now marked ``gone``), ``slow_pods`` and ``stuck_pods``
     (descriptions), ``progress`` (one line) and ``message`` (on failure: what failed and why).
@@ -464,6 +488,7 @@ def judge(
         "namespace": namespace,
         "phase": phase,
         "detail": detail,
+        "queue": kueue_queue(obj),
         "finished": phase in TERMINAL,
         "succeeded": phase == "Succeeded",
         "counts": counts,
@@ -547,7 +572,13 @@ def timeout_message(verdict, timeout_s):
         text += "; stuck pods: " + "; ".join(describe_pod(state) for state in stuck)
     if rest:
         text += "; unfinished pods: " + "; ".join(describe_pod(state) for state in rest)
-    if not verdict.get("pods"):
+    if verdict.get("phase") == "Suspended" and verdict.get("queue"):
+        text += (
+            "; Kueue did not admit it: the Workload object beside it in the namespace says why"
+            " (kubectl get workloads), most often the ClusterQueue behind LocalQueue %s lacks"
+            " the quota for all of its pods at once" % verdict["queue"]
+        )
+    elif not verdict.get("pods"):
         text += "; no pod was created"
         if verdict.get("kind") in ("PyTorchJob", "MPIJob", "TrainJob"):
             text += " (is the %s controller running, and does the namespace's quota admit the pods?)" % (

@@ -141,9 +141,16 @@ timed_out:
   returned: always
   type: bool
 phase:
-  description: C(Pending), C(Running), C(Succeeded), C(Failed), C(Suspended) or C(NotFound).
+  description:
+    - C(Pending), C(Running), C(Succeeded), C(Failed), C(Suspended) or C(NotFound).
+    - A workload queued in Kueue is C(Suspended) until Kueue admits it, and O(timeout) counts that time too.
   returned: always
   type: str
+queue:
+  description: The Kueue LocalQueue the workload was submitted to (its C(kueue.x-k8s.io/queue-name) label), or null.
+  returned: always
+  type: str
+  sample: gpu-queue
 detail:
   description: "The controller's reason and message for the phase, such as C(BackoffLimitExceeded: Job has reached the specified backoff limit)."
   returned: always

@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpuops.training.plugins.filter.training_workload import FilterModule
+from ansible_collections.gpuops.training.plugins.module_utils import job_status
 
 RENDER = FilterModule().filters()["training_workload"]
 IMAGE = "registry.example/gpuops-trainer:test"
@@ -335,6 +336,11 @@ def test_a_queued_workload_carries_the_queue_label_and_waits_suspended(
         )
         assert suspended, read().get("status")
     assert pods_of(core, workload) == []
+    # What training_job_wait makes of it: a wait for Kueue's admission, not for slow pods.
+    kind = {"indexed_job": "Job", "pytorchjob": "PyTorchJob", "trainjob": "TrainJob"}[launcher]
+    verdict = job_status.judge(kind, workload["name"], launch_namespace, read(), [], None)
+    assert (verdict["phase"], verdict["queue"]) == ("Suspended", "team-a"), verdict["progress"]
+    assert "Kueue did not admit it" in job_status.timeout_message(verdict, 60)
 
 
 def test_the_role_refuses_a_local_queue_that_does_not_exist_before_applying_anything(

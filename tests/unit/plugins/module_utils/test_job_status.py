@@ -458,3 +458,39 @@ def test_stuck_reasons_are_the_ones_waiting_does_not_heal():
     assert {"ImagePullBackOff", "CrashLoopBackOff", "CreateContainerConfigError"} <= set(
         job_status.STUCK_REASONS
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "fixture", "detail"),
+    [
+        (
+            "PyTorchJob",
+            "pytorchjob-kueue-suspended.yaml",
+            "queued in Kueue's LocalQueue gpu-queue, not admitted yet; "
+            "PyTorchJobSuspended: PyTorchJob rn-7c21d0 is suspended.",
+        ),
+        # Before the controller's first condition, the spec says it.
+        ("Job", "job-kueue-just-created.yaml", "queued in Kueue's LocalQueue gpu-queue, not admitted yet"),
+    ],
+)
+def test_a_workload_waiting_for_kueue_reads_suspended_naming_its_queue(kind, fixture, detail):
+    assert workload_phase(kind, load(fixture)) == ("Suspended", detail)
+
+
+def test_a_workload_kueue_did_not_admit_times_out_naming_the_queue_not_missing_pods():
+    workload = load("pytorchjob-kueue-suspended.yaml")
+    verdict = judge("PyTorchJob", "rn-7c21d0", "training", workload, [], None, expected_pods=2)
+    assert (verdict["phase"], verdict["queue"], verdict["finished"]) == ("Suspended", "gpu-queue", False)
+    assert verdict["progress"].startswith(
+        "PyTorchJob training/rn-7c21d0: Suspended (queued in Kueue's LocalQueue gpu-queue, not admitted yet;"
+    )
+    message = timeout_message(verdict, 60)
+    assert "Kueue did not admit it" in message and "LocalQueue gpu-queue" in message
+    assert "no pod was created" not in message
+
+
+def test_without_the_queue_label_a_suspended_spec_is_not_read_as_queued():
+    job = load("job-kueue-just-created.yaml")
+    del job["metadata"]["labels"]
+    assert workload_phase("Job", job) == ("Pending", "")
+    assert judge("Job", "rn-5e0b44", "training", job, [], None)["queue"] is None
