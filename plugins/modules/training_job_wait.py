@@ -68,6 +68,15 @@ options:
         workload ends or the deadline passes.
     type: int
     default: 0
+  window_growth:
+    description:
+      - With O(window), each call watches at least this fraction of the time since O(started),
+        so that a role calling again per window keeps its progress lines frequent at first and
+        its number of calls small on a wait of days (each call is one more nested include,
+        and Ansible fails at about 240).
+      - 0 keeps every window at O(window).
+    type: float
+    default: 0
   poll_interval:
     description: Seconds between two reads.
     type: int
@@ -215,6 +224,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import 
     client,
     connect,
     connection_error_message,
+    growing_window,
     poll,
     wait_options_problem,
 )
@@ -269,6 +279,7 @@ def main():
             "timeout": {"type": "int", "default": 3600},
             "started": {"type": "float"},
             "window": {"type": "int", "default": 0},
+            "window_growth": {"type": "float", "default": 0.0},
             "poll_interval": {"type": "int", "default": 5},
             "slow_after": {"type": "int", "default": 120},
             "settle": {"type": "int", "default": 30},
@@ -285,6 +296,8 @@ def main():
             module.fail_json(msg="%s must name the workload's %s, got %r" % (option, option, params[option]))
     if params["started"] is not None and not math.isfinite(params["started"]):
         module.fail_json(msg="started must be a time in seconds since the epoch, got %s" % params["started"])
+    if not 0 <= params["window_growth"] <= 1:
+        module.fail_json(msg="window_growth must be a fraction from 0 to 1, got %s" % params["window_growth"])
     api = connect(module)
 
     # The deadline may lie in an earlier call's time (started): the wait runs on the epoch clock.
@@ -331,7 +344,7 @@ def main():
         params["timeout"],
         params["poll_interval"],
         started=started,
-        window=params["window"],
+        window=growing_window(params["window"], params["window_growth"], time.time() - started),
         clock=time.time,
         done=lambda verdict: verdict["succeeded"],
         failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
+import yaml
 
 from ansible_collections.gpuops.training.plugins.module_utils import k8s_client
 
@@ -123,3 +126,41 @@ def test_the_verdicts_can_be_read_by_other_predicates(clock):
 def test_wait_options_out_of_range_are_named(params, at_least_zero, message):
     problem = k8s_client.wait_options_problem(params, at_least_zero)
     assert (message in problem) if message else problem == ""
+
+
+ROLE = pathlib.Path(__file__).resolve().parents[4] / "roles" / "training_job"
+# Ansible 2.19 fails with a RecursionError at 246 nested include_tasks of a two-task file
+# (measured); the role's own includes and the playbook's add a few levels above the wait.
+ANSIBLE_INCLUDE_DEPTH = 240
+
+
+def windows_until(deadline_s, window, growth, max_windows):
+    """How many calls a windowed wait makes before its deadline, when the workload runs on."""
+    elapsed, calls = 0.0, 0
+    while elapsed < deadline_s:
+        calls += 1
+        length = 0 if calls > max_windows else k8s_client.growing_window(window, growth, elapsed)
+        elapsed = deadline_s if length == 0 else elapsed + length
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("window", "growth", "elapsed", "expected"),
+    [(30, 0.1, 0, 30), (30, 0.1, 299, 30), (30, 0.1, 3600, 360), (30, 0, 86400, 30), (0, 0.1, 3600, 0)],
+)
+def test_a_window_grows_to_its_share_of_the_time_since_the_start(window, growth, elapsed, expected):
+    assert k8s_client.growing_window(window, growth, elapsed) == expected
+
+
+def test_the_roles_wait_of_its_default_three_days_stays_far_from_ansibles_include_depth():
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    growth, most = role_vars["training_job_wait_window_growth"], role_vars["training_job_wait_max_windows"]
+    timeout, interval = defaults["training_job_timeout_s"], defaults["training_job_progress_interval_s"]
+    assert (timeout, interval) == (259200, 30)
+    calls = windows_until(timeout, interval, growth, most)
+    assert calls <= 90, calls
+    # Fixed windows, as before: the wait would have needed 8640 nested includes.
+    assert windows_until(timeout, interval, 0, 10**6) == 8640
+    # Any deadline and a progress line every second: the cap ends it within the depth.
+    assert windows_until(10 * 365 * 86400, 1, growth, most) == most + 1 < ANSIBLE_INCLUDE_DEPTH
