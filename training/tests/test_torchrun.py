@@ -143,7 +143,11 @@ def test_every_rank_reports_start_steps_epochs_and_end(trained):
 
 
 MiB = 1 << 20
-LEAK_MIB, LEAK_EPOCHS = 64, 6  # --leak-mib-per-epoch on rank 1 of a 6-epoch run
+# --leak-mib-per-epoch on rank 1 of a 6-epoch run: well above the allocator's epoch-to-epoch
+# noise in the per-epoch minimum (up to 35 MiB seen on CI), which a healthy rank stays under
+# on average.
+LEAK_MIB, LEAK_EPOCHS = 128, 6
+HEALTHY_DRIFT_MIB = 8
 # Memory phases each rank records, in order: rank 0 writes a checkpoint at every epoch's end.
 EPOCH_PHASES = {
     0: ["loader_start", "epoch_end", "checkpoint_write_before", "checkpoint_write_after"],
@@ -188,7 +192,7 @@ def test_every_rank_records_its_memory_at_steps_and_around_the_spikes(trained):
     for rank in range(WORLD_SIZE):
         minima = per_epoch_min_rss(trained, rank)
         print(f"rank {rank}: per-epoch minimum RSS, MiB: {[m // MiB for m in minima]}")
-        assert abs(growth_mib_per_epoch(minima)) < LEAK_MIB / 8
+        assert abs(growth_mib_per_epoch(minima)) < HEALTHY_DRIFT_MIB
 
 
 def test_loss_falls(trained):
@@ -317,13 +321,13 @@ def test_the_leak_hook_grows_the_leaking_ranks_per_epoch_minimum_and_no_other(en
           f"rank 0 {[m // MiB for m in healthy]}")  # fmt: skip
     assert len(leaking) == len(healthy) == LEAK_EPOCHS
     # From the second epoch on (the first warms up) the minimum climbs by LEAK_MIB an epoch,
-    # give or take what the allocator keeps or returns (up to 10 MiB an epoch, measured).
+    # give or take what the allocator keeps or returns (up to 35 MiB an epoch, measured).
     steps = [
         (later - earlier) / MiB for earlier, later in zip(leaking[1:-1], leaking[2:], strict=True)
     ]
     assert all(step > LEAK_MIB / 2 for step in steps), steps
     assert 0.85 * LEAK_MIB < growth_mib_per_epoch(leaking) < 1.15 * LEAK_MIB, steps
-    assert abs(growth_mib_per_epoch(healthy)) < LEAK_MIB / 8
+    assert abs(growth_mib_per_epoch(healthy)) < HEALTHY_DRIFT_MIB
 
 
 def test_coco_trains_with_grouping_workers_and_accumulation_then_evaluates(env, tmp_path):
