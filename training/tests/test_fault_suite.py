@@ -522,7 +522,7 @@ def test_a_sigterm_to_the_trainer_ends_with_its_run_end_and_143(env, tmp_path):
     last record and exits with the code the signal would give, so nothing reads it as a
     permanent error and the run's report says why it stopped."""
     output = tmp_path / "run"
-    trainer, stderr, _ = act_after_the_first_step(
+    trainer, stderr, _signalled = act_after_the_first_step(
         [PYTHON, "-m", "gpuops_trainer", "--output-dir", str(output),
          *SMALL, "--workers", "2",  # the last --workers wins
          "--epochs", "50", "--synthetic-images", "8"],
@@ -544,7 +544,7 @@ def test_a_sigterm_to_the_launcher_gives_every_rank_its_run_end(env, tmp_path):
     """kubelet's SIGTERM goes to the container's first process, the launcher: torchrun's agent
     stops its workers with SIGTERM, each writes its run_end, and the pod exits 143."""
     output = tmp_path / "run"
-    agent, stderr, _ = act_after_the_first_step(
+    agent, stderr, _signalled = act_after_the_first_step(
         [PYTHON, "-m", "gpuops_trainer.launch", "--standalone", "--nproc-per-node=2",
          "--max-restarts=0", "-m", "gpuops_trainer.train", "--output-dir", str(output), *SMALL,
          "--epochs", "50", "--synthetic-images", "8"],
