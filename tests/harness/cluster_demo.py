@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -97,6 +98,18 @@ def checkpoint_volume(
         ]
     )
     return directory
+
+
+def release_volumes(harness: Harness, namespace: str) -> None:
+    """Delete the namespace's hostPath volumes (by their test label) and their folders: a
+    run's checkpoints are hundreds of MiB, and a disk filling up makes the node's kubelet
+    collect unused images, the trainer's among them, between two tests."""
+    harness.kubectl(
+        "delete", "persistentvolume", "-l", f"gpuops.test/namespace={namespace}", "--wait=false", check=False
+    )
+    volumes = harness.state_dir / "real-node" / "volumes"
+    for directory in [volumes / namespace, *volumes.glob(f"{namespace}-*")]:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def ansible_playbook(playbook: str, environment: dict[str, str], *extra: str) -> int:

@@ -83,6 +83,4 @@ def training_namespace(k8s_cluster, real_node, run_playbook, node_inventory_env)
     assert run.rc == 0, run
     yield namespace
     k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    k8s_cluster.kubectl(
-        "delete", "persistentvolume", "%s-checkpoints" % namespace, "--wait=false", check=False
-    )
+    cluster_demo.release_volumes(k8s_cluster.harness, namespace)

@@ -3,7 +3,8 @@ generated COCO-layout dataset, served over HTTP from this machine on the node's 
 from a node folder, into a hostPath-backed dataset PVC; the files and checksums on the volume
 are checked, a second run copies nothing, a partial file left by an interrupted copy is
 resumed with a Range request, a damaged file is redone, a checksum mismatch fails naming the
-file; and train.yml's layout check fails naming the missing path before any rank starts.
+file; train.yml's layout check passes and two pods train on the staged files, and it fails
+naming the missing paths, before any rank starts, for a dataset that lacks them.
 
 S3 is not staged here: moto, the S3 server the tests would run, cannot be installed beside the
 project's pins (botocore needs python-dateutil < 3, constraints.txt pins 4.0.0); the stager's
@@ -22,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from cluster_demo import INVENTORY, checkpoint_volume
+from cluster_demo import INVENTORY, checkpoint_volume, release_volumes
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_node]
 
@@ -36,7 +37,7 @@ def write_source(root: Path) -> dict[str, str]:
     spec = importlib.util.spec_from_file_location("trainer_test_data", path)
     trainer_test_data = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(trainer_test_data)
-    trainer_test_data.write_coco(root, "train", 3)
+    trainer_test_data.write_coco(root, "train", 8)
     trainer_test_data.write_coco(root, "val", 2, seed=5)
     sums = {
         path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
@@ -125,8 +126,7 @@ def staging_namespace(k8s_cluster, real_node, run_playbook, node_inventory_env):
     assert run.rc == 0, run.output[-4000:]
     yield namespace, volume
     k8s_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    for claim in ("checkpoints", DATASET_CLAIM):
-        k8s_cluster.kubectl("delete", "persistentvolume", f"{namespace}-{claim}", "--wait=false", check=False)
+    release_volumes(k8s_cluster.harness, namespace)
 
 
 def stage(run_playbook, env, namespace, **settings):
@@ -220,6 +220,47 @@ def test_http_staging_is_checksummed_idempotent_and_resumes(
     assert failed.rc != 0, failed
     assert f"{damaged}: sha256 mismatch: the source's manifest says {sums[damaged]}" in flat(failed)
     assert not (staged / damaged).exists()
+
+
+def test_two_pods_train_on_the_staged_dataset_after_its_layout_check(
+    run_playbook, node_inventory_env, staging_namespace, source, http_source, tmp_path
+):
+    """After test_http_staging_...: staging again puts back the file its mismatch left out;
+    then the dataset PVC mounted by train.yml, the layout check passes in the run's image, and
+    both ranks train on the staged COCO files."""
+    namespace, volume = staging_namespace
+    root, sums = source
+    _server, url = http_source
+    again = stage(
+        run_playbook, node_inventory_env, namespace,
+        dataset_staging_url=url, dataset_staging_subdir="coco", dataset_staging_dataset="coco",
+    )  # fmt: skip
+    assert again.rc == 0, again.output[-4000:]
+    assert "1 file(s) copied (" in flat(again) and staged_sums(volume / "coco") == sums
+    runs_dir = tmp_path / "runs"
+    run = run_playbook(
+        "playbooks/train.yml",
+        INVENTORY,
+        {
+            "training_job_namespace": namespace,
+            "training_job_runs_dir": str(runs_dir),
+            "training_job_dataset": "coco",
+            "training_job_dataset_path": "/data/coco",
+            "training_job_dataset_pvc": DATASET_CLAIM,
+            "training_job_epochs": 2,
+            # This module does not provision the node's CRI-O limits (test_train_on_real_node
+            # does): the locked-memory check is not what it tests.
+            "training_verify_memlock_unlimited": False,
+            "training_verify_memlock_min_bytes": 0,
+        },
+        timeout=900,
+        extra_env=node_inventory_env,
+    )
+    assert "Every dataset path the trainer opens is there" in run.output, run.output[-4000:]
+    assert run.rc == 0, run.output[-4000:]
+    (run_dir,) = [path for path in runs_dir.iterdir() if path.is_dir()]
+    logs = "".join(path.read_text() for path in (run_dir / "logs").glob("*.log"))
+    assert '"dataset":"coco"' in logs and "/data/coco/annotations/instances_train2017.json" in logs
 
 
 def test_a_node_folder_is_staged_read_only(run_playbook, node_inventory_env, staging_namespace, source):

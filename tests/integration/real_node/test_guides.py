@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import urllib3
 import yaml
-from cluster_demo import INVENTORY, checkpoint_volume
+from cluster_demo import INVENTORY, checkpoint_volume, release_volumes
 from kubernetes import client
 from kubernetes.client import ApiException
 from sources import build_helm, gpu_operator_chart
@@ -236,8 +236,8 @@ def test_the_kubernetes_guide_runs_as_written_to_a_passed_run(
             ("clusterpolicy", "gpu-cluster-policy"),
             ("namespace", gpu_namespace),
             ("namespace", namespace),
-            ("persistentvolume", f"{namespace}-checkpoints"),
         )
+        release_volumes(k8s_cluster.harness, namespace)
 
 
 def test_the_openshift_guide_runs_as_written_to_a_passed_run(
@@ -299,5 +299,5 @@ def test_the_openshift_guide_runs_as_written_to_a_passed_run(
             ],
             ("namespace", sriov_namespace),
             ("namespace", namespace),
-            ("persistentvolume", f"{namespace}-checkpoints"),
         )
+        release_volumes(k8s_cluster.harness, namespace)
