@@ -129,6 +129,25 @@ def staging_namespace(k8s_cluster, real_node, run_playbook, node_inventory_env):
     release_volumes(k8s_cluster.harness, namespace)
 
 
+def train_on_staged(run_playbook, env, namespace, runs_dir, dataset_path, timeout, **settings):
+    """train.yml on COCO files in the namespace's dataset PVC (the inventory turns
+    training_namespace's dataset PVC off, for synthetic data: the claim is named here)."""
+    return run_playbook(
+        "playbooks/train.yml",
+        INVENTORY,
+        {
+            "training_job_namespace": namespace,
+            "training_job_runs_dir": str(runs_dir),
+            "training_job_dataset": "coco",
+            "training_job_dataset_path": dataset_path,
+            "training_job_dataset_pvc": DATASET_CLAIM,
+            **settings,
+        },
+        timeout=timeout,
+        extra_env=env,
+    )
+
+
 def stage(run_playbook, env, namespace, **settings):
     """stage_dataset.yml with the trainer image of the tests (its host-Python volumes) on the
     real node."""
@@ -238,24 +257,13 @@ def test_two_pods_train_on_the_staged_dataset_after_its_layout_check(
     assert again.rc == 0, again.output[-4000:]
     assert "1 file(s) copied (" in flat(again) and staged_sums(volume / "coco") == sums
     runs_dir = tmp_path / "runs"
-    run = run_playbook(
-        "playbooks/train.yml",
-        INVENTORY,
-        {
-            "training_job_namespace": namespace,
-            "training_job_runs_dir": str(runs_dir),
-            "training_job_dataset": "coco",
-            "training_job_dataset_path": "/data/coco",
-            "training_job_dataset_pvc": DATASET_CLAIM,
-            "training_job_epochs": 2,
-            # This module does not provision the node's CRI-O limits (test_train_on_real_node
-            # does): the locked-memory check is not what it tests.
-            "training_verify_memlock_unlimited": False,
-            "training_verify_memlock_min_bytes": 0,
-        },
-        timeout=900,
-        extra_env=node_inventory_env,
-    )
+    run = train_on_staged(
+        run_playbook, node_inventory_env, namespace, runs_dir, "/data/coco", timeout=900,
+        training_job_epochs=2,
+        # This module does not provision the node's CRI-O limits (test_train_on_real_node
+        # does): the locked-memory check is not what it tests.
+        training_verify_memlock_unlimited=False, training_verify_memlock_min_bytes=0,
+    )  # fmt: skip
     assert "Every dataset path the trainer opens is there" in run.output, run.output[-4000:]
     assert run.rc == 0, run.output[-4000:]
     (run_dir,) = [path for path in runs_dir.iterdir() if path.is_dir()]
@@ -312,19 +320,8 @@ def test_the_layout_check_names_the_missing_path_before_a_launch(
     (volume / "partial-coco" / "annotations").mkdir(parents=True, exist_ok=True)
     (volume / "partial-coco" / "annotations" / "instances_train2017.json").write_text("{}")
     runs_dir = tmp_path / "runs"
-    run = run_playbook(
-        "playbooks/train.yml",
-        INVENTORY,
-        {
-            "training_job_namespace": namespace,
-            "training_job_runs_dir": str(runs_dir),
-            "training_job_dataset": "coco",
-            "training_job_dataset_path": "/data/partial-coco",
-            # The inventory turns training_namespace's dataset PVC off (synthetic data): name it.
-            "training_job_dataset_pvc": DATASET_CLAIM,
-        },
-        timeout=600,
-        extra_env=node_inventory_env,
+    run = train_on_staged(
+        run_playbook, node_inventory_env, namespace, runs_dir, "/data/partial-coco", timeout=600
     )
     assert run.rc != 0, run
     assert "lacks what the trainer opens" in flat(run), run
