@@ -619,6 +619,15 @@ class SigtermRaises:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def report_failure(
+    metrics: MetricsWriter, state: TrainState, started: float, message: str, code: int
+) -> int:
+    """The rank's one error line and its run_end; returns the exit code."""
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    report_end(metrics, state, started, "error", error=message)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     with SigtermRaises().installed() as sigterm:
         return _main(argv, sigterm)
@@ -639,22 +648,17 @@ def _main(argv: Sequence[str] | None, sigterm: SigtermRaises) -> int:
         run(args, state, metrics)
     except TrainerError as exc:
         sigterm.hold()
-        message = one_line(exc)
-        if not isinstance(exc, InjectedFault):  # the fault already printed its line
-            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
-        report_end(metrics, state, started, "error", error=message)
-        return exc.exit_code
+        if isinstance(exc, InjectedFault):  # the fault already printed its line
+            report_end(metrics, state, started, "error", error=one_line(exc))
+            return exc.exit_code
+        return report_failure(metrics, state, started, one_line(exc), exc.exit_code)
     except Exception as exc:
         sigterm.hold()
         if sigterm.received:  # whatever the signal broke on its way (a loader, a collective)
-            print(f"{PROG}: error: {STOPPED_BY_SIGTERM}", file=sys.stderr, flush=True)
-            report_end(metrics, state, started, "error", error=STOPPED_BY_SIGTERM)
-            return Terminated.exit_code
+            return report_failure(metrics, state, started, STOPPED_BY_SIGTERM, Terminated.exit_code)
         if peer_lost(exc):
             message = f"a peer rank or the rendezvous was lost: {one_line(exc)}"
-            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
-            report_end(metrics, state, started, "error", error=message)
-            return EXIT_PEER_LOST
+            return report_failure(metrics, state, started, message, EXIT_PEER_LOST)
         traceback.print_exc()
         report_end(metrics, state, started, "error", error=f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
