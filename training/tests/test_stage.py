@@ -133,6 +133,148 @@ def test_manifest_refuses_paths_that_leave_the_dataset(path):
         parse_manifest(f"ok.jpg\n{path}\n", "m")
 
 
+HOSTILE_PATHS = {
+    "a hash, three spaces and an absolute path": "{digest}   /etc/passwd",
+    "a leading space": " train2017/1.jpg",
+    "a trailing space": "train2017/1.jpg ",
+    "a backslash": "train2017\\..\\..\\up.jpg",
+    "a NUL": "train2017/1.jpg\0/etc/passwd",
+    "a tab": "train2017/\t1.jpg",
+    "absolute": "/etc/passwd",
+    "dot-dot": "a/../../b",
+    "the stager's state": "./.gpuops-stage/done.log",
+}
+
+
+@pytest.mark.parametrize("line", HOSTILE_PATHS.values(), ids=HOSTILE_PATHS.keys())
+def test_manifest_refuses_every_path_that_is_not_plainly_inside_the_dataset(line):
+    with pytest.raises(DataError, match=r"^m:2: unsafe path .*\(expected|not a dataset file"):
+        parse_manifest("ok.jpg\n" + line.format(digest="ab" * 32) + "\n", "m")
+
+
+def test_safe_path_normalises_dot_and_empty_parts_once():
+    assert stage.safe_path("./train2017//1.jpg", "m") == "train2017/1.jpg"
+    assert stage.safe_path("b c.jpg", "m") == "b c.jpg"
+
+
+def escape_line(tmp_path: Path, digest: str) -> tuple[str, Path]:
+    """The reproduction of the path-traversal report: a sha256sum line whose hash is followed
+    by three spaces and an absolute path; before the fix the file landed at that path."""
+    outside = tmp_path / "outside" / "escaped.txt"
+    return f"{digest}   {outside}\n", outside
+
+
+def hostile_source(root: Path, tmp_path: Path) -> Path:
+    """A source whose manifest also names a file at an absolute path outside the destination,
+    served by the source under that same path (so nothing but the refusal stops the copy)."""
+    payload = b"written outside the dataset\n"
+    line, outside = escape_line(tmp_path, hashlib.sha256(payload).hexdigest())
+    served = root / str(outside).lstrip("/")
+    served.parent.mkdir(parents=True)
+    served.write_bytes(payload)
+    write_manifest(root)
+    with open(root / "SHA256SUMS", "a") as manifest:
+        manifest.write(line)
+    return outside
+
+
+def stage_cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, "-m", "gpuops_trainer.stage", *argv],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+
+
+def write_manifest_lines(root: Path) -> list[str]:
+    return (root / "SHA256SUMS").read_text().splitlines()
+
+
+@pytest.mark.parametrize("kind", ["http", "s3", "path"])
+def test_a_hostile_manifest_from_any_source_writes_nothing_outside_the_destination(
+    kind, coco_source, tmp_path, http_server, s3_server
+):
+    outside = hostile_source(coco_source, tmp_path)
+    dest = tmp_path / "dest"
+    s3_server.buckets["datasets"] = coco_source
+    argv, env = {
+        "http": (["--source", url_of(http_server)], None),
+        "path": (["--source", str(coco_source)], None),
+        "s3": (
+            ["--s3-endpoint", endpoint_of(s3_server), "--s3-bucket", "datasets"],
+            dict(os.environ, AWS_ACCESS_KEY_ID="AKIDTEST", AWS_SECRET_ACCESS_KEY=s3_server.secret),
+        ),
+    }[kind]
+    result = stage_cli("--source-kind", kind, *argv, "--dest", str(dest), env=env)
+    assert result.returncode == 3, result
+    assert f"SHA256SUMS:{len(write_manifest_lines(coco_source))}: unsafe path ' {outside}'" in (
+        result.stderr
+    )
+    assert "leading or trailing whitespace" in result.stderr
+    assert not outside.exists()
+    assert not dest.exists() or not any(dest.rglob("*.jpg"))  # refused before any copy
+
+
+def test_an_s3_listing_with_a_hostile_key_is_refused_before_any_copy(tmp_path, s3_server):
+    # No manifest: the listing itself names the files. A key "coco/ /<absolute path>" (a
+    # folder named by one space) is the listing's form of the same escape.
+    bucket = tmp_path / "bucket"
+    outside = tmp_path / "outside" / "escaped.txt"
+    hostile = bucket / "coco" / " " / str(outside).lstrip("/")
+    hostile.parent.mkdir(parents=True)
+    hostile.write_text("written outside the dataset\n")
+    (bucket / "coco" / "ok.txt").write_text("fine\n")
+    s3_server.buckets["datasets"] = bucket
+    source = S3Source(
+        endpoint_of(s3_server), "datasets", "coco", "us-east-1", "AKIDTEST", s3_server.secret
+    )
+    with pytest.raises(DataError, match=rf"^s3://datasets/coco/: unsafe path ' {outside}'"):
+        source.entries()
+    assert not outside.exists()
+
+
+def test_a_folder_entry_with_a_hostile_name_is_refused(tmp_path):
+    source = tmp_path / "source"
+    (source / "train2017").mkdir(parents=True)
+    (source / "train2017" / "1.jpg ").write_bytes(b"x")
+    with pytest.raises(DataError, match=r"unsafe path 'train2017/1.jpg ': leading or trailing"):
+        PathSource(str(source)).entries()
+
+
+def test_a_link_in_the_destination_that_points_out_of_it_is_refused(coco_source, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "train2017").symlink_to(outside)
+    with pytest.raises(DataError, match=rf"train2017/\S+ resolves to {outside}/\S+, outside"):
+        run(PathSource(str(coco_source)), dest)
+    assert not any(outside.iterdir())
+
+
+def test_the_stagers_own_state_behind_a_link_out_of_the_destination_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / ".gpuops-stage").symlink_to(outside)
+    with pytest.raises(DataError, match=rf"\.gpuops-stage resolves to {outside}, outside"):
+        Stager(PathSource(str(tmp_path)), dest)
+    assert not any(outside.iterdir())
+
+
+def test_a_link_in_a_source_folder_to_a_file_outside_it_is_not_copied(tmp_path):
+    secret = tmp_path / "node-secret"
+    secret.write_text("the node's own file\n")
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "ok.txt").write_text("fine\n")
+    (source / "link.txt").symlink_to(secret)
+    dest = tmp_path / "dest"
+    with pytest.raises(DataError, match=rf"link\.txt resolves to {secret}, outside {source}"):
+        run(PathSource(str(source)), dest)
+    assert not (dest / "link.txt").exists()
+
+
 def test_manifest_refuses_a_path_listed_twice():
     with pytest.raises(DataError, match="m:2: a.jpg is listed twice"):
         parse_manifest("a.jpg\n./a.jpg\n", "m")

@@ -44,7 +44,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO
 from xml.etree import ElementTree
 
@@ -101,16 +101,47 @@ class Summary:
 # --------------------------------------------------------------------------------------
 
 
+# A backslash (a Windows separator, or sha256sum's escape), NUL and other control characters:
+# no dataset file needs them, and each reads differently to some tool down the line.
+_UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
 def safe_path(path: str, origin: str) -> str:
-    """``path`` as a normalised relative POSIX path; one that could leave the destination
-    (absolute, ``..``) or reach the stager's own state is a data error naming ``origin``."""
-    parts = PurePosixPath(path.strip()).parts
-    if not parts or path.startswith("/") or any(part in ("..", "") for part in parts):
-        raise DataError(f"{origin}: unsafe path {path!r} (expected a relative path without ..)")
-    clean = "/".join(part for part in parts if part != ".")
-    if not clean or clean.split("/", maxsplit=1)[0] == STATE_DIR:
-        raise DataError(f"{origin}: path {path!r} is not a dataset file")
-    return clean
+    """The one normal form of a dataset path, from a manifest, a bucket listing or a folder
+    walk: relative POSIX with ``.`` and empty parts dropped. A path is refused, never repaired,
+    when it could resolve anywhere but inside the destination or reach the stager's own state:
+    absolute, with ``..``, leading or trailing whitespace, a backslash, NUL or another control
+    character. The error names ``origin`` and the path."""
+
+    def refuse(why: str) -> DataError:
+        return DataError(f"{origin}: unsafe path {path!r}: {why}")
+
+    if path != path.strip():
+        raise refuse("leading or trailing whitespace (expected a relative path as it is stored)")
+    if _UNSAFE_CHARACTERS.search(path):
+        raise refuse("a backslash, NUL or control character (expected a POSIX relative path)")
+    if path.startswith("/"):
+        raise refuse("absolute (expected a path relative to the dataset root)")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise refuse(".. (expected a path that stays under the dataset root)")
+    if not parts or parts[0] == STATE_DIR:
+        raise refuse(f"not a dataset file (empty, or in the stager's own {STATE_DIR}/)")
+    return "/".join(parts)
+
+
+def contained(root: Path, path: str, origin: str) -> Path:
+    """``root / path`` once it is known to resolve inside ``root``: a symbolic link on the way
+    (or the file itself) that points out of ``root`` is a data error naming it."""
+    target = root / path
+    real_root = os.path.realpath(root)
+    resolved = os.path.realpath(target)
+    if os.path.commonpath([real_root, resolved]) != real_root:
+        raise DataError(
+            f"{origin}: {path} resolves to {resolved}, outside {root} (a symbolic link on the "
+            f"way points out of it; expected every dataset path to stay inside)"
+        )
+    return target
 
 
 def parse_manifest(text: str, origin: str) -> list[Entry]:
@@ -120,8 +151,9 @@ def parse_manifest(text: str, origin: str) -> list[Entry]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = _SHA256_LINE.match(line.rstrip("\r\n"))
-        digest, path = (match.group(1).lower(), match.group(2)) if match else (None, line.strip())
+        line = line.rstrip("\r")
+        match = _SHA256_LINE.match(line)
+        digest, path = (match.group(1).lower(), match.group(2)) if match else (None, line)
         path = safe_path(path, f"{origin}:{number}")
         if path in entries:
             raise DataError(f"{origin}:{number}: {path} is listed twice")
@@ -190,7 +222,7 @@ class PathSource(Source):
                 relative = full.relative_to(self.root).as_posix()
                 if relative == self.manifest or relative.split("/", maxsplit=1)[0] == STATE_DIR:
                     continue
-                listed.append(Entry(relative, None, full.stat().st_size))
+                listed.append(Entry(safe_path(relative, str(self.root)), None, full.stat().st_size))
         manifest_file = self.root / self.manifest
         manifest = None
         if manifest_file.is_file():
@@ -198,7 +230,9 @@ class PathSource(Source):
         return merge_listing(listed, manifest, str(manifest_file))
 
     def open(self, path: str, offset: int) -> tuple[BinaryIO, int]:
-        stream = open(self.root / path, "rb")  # noqa: SIM115 - the caller closes it
+        # A link to a file outside the folder would copy the node's own files into the volume.
+        source = contained(self.root, path, f"source folder {self.root}")
+        stream = open(source, "rb")  # noqa: SIM115 - the caller closes it
         stream.seek(offset)
         return stream, offset
 
@@ -493,10 +527,13 @@ class Stager:
         self.dest = Path(dest)
         self.verify = verify
         self.log = log
-        self.state_dir = self.dest / STATE_DIR
-        self.partial_dir = self.state_dir / "partial"
+        # The stager's own state is refused too when a link takes it out of the destination.
+        self.state_dir = self._in_dest(STATE_DIR)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(self.state_dir)
+
+    def _in_dest(self, path: str) -> Path:
+        return contained(self.dest, path, f"destination {self.dest}")
 
     def run(self, entries: Iterable[Entry]) -> Summary:
         summary = Summary()
@@ -525,7 +562,7 @@ class Stager:
 
     def _skip_size(self, entry: Entry) -> int | None:
         """The size of the destination file when it is already the entry's file, else None."""
-        target = self.dest / entry.path
+        target = self._in_dest(entry.path)
         if not target.is_file():
             return None
         stat = target.stat()
@@ -552,7 +589,8 @@ class Stager:
 
     def _copy(self, entry: Entry) -> tuple[int, int, int]:
         """Copy one file through its partial file; (resumed, redone, bytes written)."""
-        partial = self.partial_dir / entry.path
+        partial = self._in_dest(f"{STATE_DIR}/partial/{entry.path}")
+        target = self._in_dest(entry.path)
         partial.parent.mkdir(parents=True, exist_ok=True)
         offset = partial.stat().st_size if partial.is_file() else 0
         if entry.size is not None and offset > entry.size:
@@ -574,7 +612,6 @@ class Stager:
             )
         if entry.size is not None and size != entry.size:
             raise StageError(f"{entry.path}: copied {size} bytes, the source lists {entry.size}")
-        target = self.dest / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(partial, target)
         stat = target.stat()
