@@ -26,13 +26,12 @@ import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
+from fleet import GPUS_PER_NODE, rank_init_lines  # noqa: E402 - the one generator of a rank's init
+
 DEV_COLLECTIONS = REPO_ROOT / ".build" / "dev-collections"
 
 UNITS = {"B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-
-GPUS_PER_NODE = 8
-CHANNELS = 16
-NICS = 8
 
 
 def parse_size(text):
@@ -41,86 +40,6 @@ def parse_size(text):
         if text.endswith(unit):
             return int(float(text[: -len(unit)]) * UNITS[unit])
     return int(text)
-
-
-def rank_init_lines(rank, nranks, round_index, rng):
-    """The NCCL INFO lines one rank prints while one communicator initialises."""
-    node, device = divmod(rank, GPUS_PER_NODE)
-    host = "trainer-worker-%d" % node
-    pid = 200 + device
-    prefix = "%s:%d:%d [%d] NCCL INFO " % (host, pid, pid, device)
-    init = "%s:%d:%d [%d] NCCL INFO " % (host, pid, 3000 + 10 * round_index + device, device)
-    comm = "0x%x" % (0x55D5F5000000 + (round_index << 20) + rank * 0x1000)
-    comm_id = "0x%016x" % (0x9D4C8C70B6800A00 + round_index)
-    bus = "%x000" % (0x18 + 0x10 * device)
-    nnodes = max(1, nranks // GPUS_PER_NODE)
-    hcas = " ".join("[%d]mlx5_%d:1/IB" % (nic, nic) for nic in range(NICS))
-    lines = [
-        prefix + "cudaDriverVersion 12040",
-        prefix + "Bootstrap : Using eth0:10.%d.%d.%d<0>" % (node >> 8, node & 255, 10 + device),
-        prefix + "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.",
-        prefix + "NCCL_IB_HCA set to mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
-        init + "NET/IB : Using %s [RO]; OOB eth0:10.%d.%d.%d<0>" % (hcas, node >> 8, node & 255, 10 + device),
-        init + "Using non-device net plugin version 0",
-        init + "Using network IB",
-        init + "DMA-BUF is available on GPU device %d" % device,
-        init
-        + "ncclCommInitRank comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId %s - Init START"
-        % (comm, rank, nranks, device, device, bus, comm_id),
-        init + "Setting affinity for GPU %d to ffffffff,00000000,ffffffff" % device,
-        init + "NVLS multicast support is available on dev %d" % device,
-        init
-        + "comm %s rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL 0"
-        % (comm, rank, nranks, nnodes, GPUS_PER_NODE, device),
-        init + "NVLS Head  %d: %s" % (device, " ".join(str(device + GPUS_PER_NODE * n) for n in range(8))),
-        init
-        + "Trees "
-        + " ".join("[%d] %d/-1/-1->%d->%d" % (c, rank + 8, rank, max(rank - 8, -1)) for c in range(8)),
-        init + "P2P Chunksize set to 131072",
-        init + "=== System : maxBw 48.0 totalBw 370.0 ===",
-        init + "CPU/0 (1/1/2)",
-        init + "+ PCI[48.0] - PCI/%s (1000c01010000000)" % bus,
-        init + "              + PCI[48.0] - GPU/%s (%d)" % (bus, device),
-        init + "                            + NVL[370.0] - NVS/0",
-        init + "Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 0",
-    ]
-    for channel in range(CHANNELS):
-        peer = rank - device + (device + 1) % GPUS_PER_NODE
-        lines.append(
-            init
-            + "Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read" % (channel, rank, device, peer, peer % 8)
-        )
-    for channel in range(CHANNELS):
-        nic = channel % NICS
-        remote = (rank + GPUS_PER_NODE) % nranks
-        lines.append(
-            init
-            + "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/IB/%d/GDRDMA"
-            % (channel, rank, device, remote, device, nic)
-        )
-        lines.append(
-            init
-            + "Channel %02d/0 : %d[%d] -> %d[%d] [receive] via NET/IB/%d/GDRDMA"
-            % (channel, remote, device, rank, device, nic)
-        )
-    lines += [
-        init + "Connected all rings, use ring PXN 0 GDR 1",
-        init + "Connected all trees",
-        init + "Connected NVLS tree",
-        init + "threadThresholds 8/8/64 | 8192/8/64 | 512 | 512",
-        init
-        + "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer",
-        init + "CC Off, workFifoBytes 1048576",
-        init + "TUNER/Plugin: Could not find: libnccl-tuner.so libnccl-net.so. Using internal tuner plugin.",
-        init + "ncclCommInitRank comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId %s"
-        " - Init COMPLETE" % (comm, rank, nranks, device, device, bus, comm_id),
-        init + "Init timings - ncclCommInitRank: rank %d nranks %d total %.2f (kernels 0.21, alloc 0.02, "
-        "bootstrap 1.10, allgathers 0.20, topo 0.30, graphs 0.05, connections 0.40, rest 0.03)"
-        % (rank, nranks, rng.uniform(1, 3)),
-    ]
-    if rank == 0:
-        lines.insert(1, prefix + "NCCL version 2.21.5+cuda12.4")
-    return lines
 
 
 def training_line(rank, step, rng):

@@ -54,25 +54,30 @@ def build_kubernetes_module(argument_spec):
     return module
 
 
-def connect(module):
+def connect(module, pool_size=None):
     """An ApiClient for the module's kubeconfig and context; the module fails with one line
-    naming them when none can be configured."""
+    naming them when none can be configured. ``pool_size``: connections kept for reads made
+    from that many threads at once (the client's default otherwise)."""
     kubeconfig, context = module.params["kubeconfig"], module.params["context"]
     try:
-        return api_client(kubeconfig, context)
+        return api_client(kubeconfig, context, pool_size)
     except Exception as error:  # the kubernetes client raises several unrelated types here
         module.fail_json(msg=config_error_message(error, kubeconfig, context))
 
 
-def api_client(kubeconfig, context):
+def api_client(kubeconfig, context, pool_size=None):
     """An ApiClient from the kubeconfig (or the default locations), else in-cluster."""
+    # A configuration of its own (not a copy of the client's process-wide default).
+    configuration = type.__call__(client.Configuration)
+    if pool_size:
+        configuration.connection_pool_maxsize = max(pool_size, configuration.connection_pool_maxsize or 0)
     try:
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except config.ConfigException:
         if kubeconfig:
             raise
-        config.load_incluster_config()
-        return client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
 
 
 def poll(judge, timeout, poll_interval, started=None, window=0, clock=None, done=None, failed=None):

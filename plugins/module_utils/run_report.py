@@ -87,6 +87,8 @@ def build_run_summary(run, training, nccl, memory_options=None):
     elif run.get("rc") not in (None, 0, "0"):
         failures.append("the launcher exited with code %s" % run.get("rc"))
     failures.extend(memory.pop("failures"))
+    log_failures, log_warnings = _log_problems(run)
+    failures[:0] = log_failures
 
     started, ended = run.get("started"), run.get("ended")
     duration = round(float(ended) - float(started), 1) if started is not None and ended is not None else None
@@ -113,7 +115,7 @@ def build_run_summary(run, training, nccl, memory_options=None):
         "schema": SUMMARY_SCHEMA,
         "verdict": "failed" if failures else "passed",
         "failures": failures,
-        "warnings": [warning["what"] for warning in memory["warnings"]],
+        "warnings": log_warnings + [warning["what"] for warning in memory["warnings"]],
         "run_id": run.get("run_id"),
         "launcher": run.get("launcher"),
         "host": run.get("host"),
@@ -164,6 +166,25 @@ def build_run_summary(run, training, nccl, memory_options=None):
         },
         "logs": list(run.get("log_paths") or []),
     }
+
+
+def _log_problems(run):
+    """(failures, warnings) for the pods whose log the launcher could not read: unreadable,
+    the pod's ranks are judged without it; partial (the pod gone, its early copy kept, or its
+    previous container's log lost), a warning."""
+    failures, warnings = [], []
+    for entry in run.get("unreadable_logs") or []:
+        where = "pod %s" % entry.get("pod")
+        if entry.get("node"):
+            where += " (node %s)" % entry["node"]
+        if entry.get("status", "unreadable") == "unreadable":
+            failures.append(
+                "%s: its log could not be read: %s; its ranks are judged without it"
+                % (where, entry.get("reason"))
+            )
+        else:
+            warnings.append("%s: part of its log could not be read: %s" % (where, entry.get("reason")))
+    return failures, warnings
 
 
 def _nccl_ranks(nccl):

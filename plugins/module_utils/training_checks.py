@@ -64,6 +64,8 @@ RUN_MINIMUMS = (
     ("poll_interval_s", 1),
     ("threads_per_process", 0),
     ("nccl_heartbeat_timeout_s", 1),
+    ("log_parallel", 1),
+    ("log_timeout_s", 1),
 )
 TRAINER_MINIMUMS = (
     ("synthetic_images", 1),

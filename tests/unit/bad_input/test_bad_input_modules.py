@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import json
 import logging
 import math
@@ -246,15 +247,19 @@ class Case:
 
     ``verdict``: a regex for failures that are the module's answer rather than bad input.
     ``writes``: the sandbox paths (relative) a real run may create, given the arguments.
-    ``kube``: the module talks to Kubernetes; ``served`` the reads to fake with fixtures.
+    ``kube``: the module talks to Kubernetes; ``served`` the reads to fake with fixtures, names
+    of the module's own or of ``served_from`` (the module_utils it calls).
     """
 
-    def __init__(self, base=None, overrides=None, verdict=None, writes=None, served=None, examples=50):
+    def __init__(
+        self, base=None, overrides=None, verdict=None, writes=None, served=None, served_from=None, examples=50
+    ):
         self.base = base or {}
         self.overrides = overrides or {}
         self.verdict = re.compile(verdict) if verdict else None
         self.writes = writes
         self.served = served
+        self.served_from = served_from
         self.kube = served is not None
         self.examples = examples
 
@@ -264,6 +269,29 @@ def run_report_writes(args, workspace, cwd):
     if not isinstance(dest, str) or not dest:
         return set()
     return {os.path.abspath(os.path.join(cwd, os.path.expanduser(dest)))}
+
+
+def logs_writes(args, workspace, cwd):
+    dest = args.get("dest")
+    if not isinstance(dest, str) or not dest:
+        return set()
+    return {os.path.abspath(os.path.join(cwd, os.path.expanduser(dest)))}
+
+
+class ServedLogs:
+    """The kubernetes client's CoreV1Api as training_job_logs uses it, serving one short log."""
+
+    class CoreV1Api:
+        def __init__(self, _api):
+            pass
+
+        def read_namespaced_pod_log(self, name, namespace, **options):
+            stamped = b"2026-11-22T05:00:00.000000001Z NCCL INFO init\n"
+            return ServedLogs.Response(stamped if options.get("timestamps") else b"log\n")
+
+    class Response(io.BytesIO):
+        def release_conn(self):
+            pass
 
 
 def original_file_writes(args, workspace, cwd):
@@ -340,6 +368,21 @@ CASES = {
         },
         writes=run_report_writes,
         examples=40,
+    ),
+    "training_job_logs": Case(
+        base={"namespace": "training", "pod_selector": "run=rn", "dest": WS + "/runs/rn/logs"},
+        overrides={
+            "mode": st.one_of(st.sampled_from(["early", "final"]), anything),
+            "parallel": st.one_of(st.integers(-2, 4), anything),
+            "dest": st.one_of(st.sampled_from([WS + "/logs", WS + "/a/../b", ""]), text),
+        },
+        served={
+            "list_pods": lambda *args: [load("jobs/pod-running.yaml"), load("jobs/pod-unschedulable.yaml")],
+            "node_allocatable": lambda *args: ({}, ""),
+            "client": ServedLogs,
+        },
+        served_from="module_utils.pod_log_collect",
+        writes=logs_writes,
     ),
     "mcp_wait": Case(
         base={"pools": ["worker"], "timeout": 0},
@@ -511,9 +554,10 @@ def environment(name, case, module, workspace, cwd, kube_mode):
                 patch.setenv("K8S_AUTH_KUBECONFIG", str(workspace / "unreachable.kubeconfig"))
             else:
                 # Every wait module connects through k8s_client.connect.
-                patch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
+                patch.setattr(k8s_client, "api_client", lambda kubeconfig, context, pool_size=None: object())
+                target = importlib.import_module(PACKAGE + case.served_from) if case.served_from else module
                 for reader, serve in case.served.items():
-                    patch.setattr(module, reader, serve)
+                    patch.setattr(target, reader, serve)
             # The time module itself: the wait modules sleep in their own loop or in k8s_client.poll.
             patch.setattr(time, "sleep", checked_sleep)
         yield

@@ -109,3 +109,34 @@ def test_the_newest_evaluation_is_reported():
         "images": 8,
     }
     assert run_summary(RUN, TRAINING, NO_NCCL)["evaluation"] is None
+
+
+def test_pods_whose_log_could_not_be_read_are_named_first_with_their_node_and_reason():
+    run = dict(
+        RUN,
+        unreadable_logs=[
+            {
+                "pod": "w-3",
+                "node": "gpu-07",
+                "status": "unreadable",
+                "reason": "the pod or its log is gone (404)",
+            },
+            {
+                "pod": "w-5",
+                "node": "gpu-09",
+                "status": "partial",
+                "reason": "the pod is gone; its early copy is all there is",
+            },
+        ],
+    )
+    training = dict(TRAINING, failures=["rank 1 never reported"])
+    summary = run_summary(run, training, NO_NCCL)
+    assert summary["verdict"] == "failed"
+    assert summary["failures"] == [
+        "pod w-3 (node gpu-07): its log could not be read: the pod or its log is gone (404); "
+        "its ranks are judged without it",
+        "rank 1 never reported",
+    ]
+    assert summary["warnings"][0] == (
+        "pod w-5 (node gpu-09): part of its log could not be read: the pod is gone; its early copy is all there is"
+    )

@@ -37,7 +37,7 @@ def pools_served(monkeypatch):
             raise FakeApiException(404, "Not Found")
         return states.pop(0) if len(states) > 1 else states[0]
 
-    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
+    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context, pool_size=None: object())
     monkeypatch.setattr(mcp_wait.client, "CustomObjectsApi", lambda api: object())
     monkeypatch.setattr(mcp_wait, "ApiException", FakeApiException)
     monkeypatch.setattr(mcp_wait, "read_pool", read_pool)

@@ -39,7 +39,7 @@ def served(monkeypatch):
             raise sequence
         return sequence.pop(0) if len(sequence) > 1 else sequence[0]
 
-    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
+    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context, pool_size=None: object())
     monkeypatch.setattr(operator_wait, "ApiException", FakeApiException)
     monkeypatch.setattr(operator_wait, "read_crd", lambda api, name: serve(("crd", name)))
     monkeypatch.setattr(

@@ -37,7 +37,7 @@ def cluster(monkeypatch):
         state["sleeps"].append(seconds)
         state["now"] += seconds
 
-    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context: object())
+    monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context, pool_size=None: object())
     monkeypatch.setattr(training_job_wait, "read_workload", read_workload)
     monkeypatch.setattr(training_job_wait, "list_pods", lambda api, namespace, selector: state["current"][1])
     monkeypatch.setattr(training_job_wait.time, "sleep", sleep)
