@@ -24,9 +24,11 @@ does; the caller annotates that pod to fail with exit code 137 and reason OOMKil
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import random
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,6 +39,10 @@ NICS = 8
 # pod's log is written with these in their place and filled in once the pod is scheduled
 # (:func:`placed`).
 HOST, NODE = "@@HOST@@", "@@NODE@@"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# A fleet node's taint and label: only the fleet job (which tolerates and selects them) lands
+# on these nodes, and nothing else of the suite lands there.
+FLEET_KEY = "gpuops.test/fleet"
 
 
 def fleet_nodes(count: int, prefix: str = "fleet-node") -> list[str]:
@@ -138,6 +144,36 @@ def rank_init_lines(rank, nranks, round_index, rng, host=None, complete=True):
     if rank == 0:
         lines.insert(1, prefix + "NCCL version 2.21.5+cuda12.4")
     return lines
+
+
+def node_index(pod):
+    """The node (pod) index of a training pod, whoever created it; None when unknown."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    labels = metadata.get("labels") or {}
+    if COMPLETION_INDEX in annotations:
+        return int(annotations[COMPLETION_INDEX])
+    replica_type = labels.get("training.kubeflow.org/replica-type")
+    replica_index = int(labels.get("training.kubeflow.org/replica-index", "0"))
+    if replica_type == "master":
+        return 0
+    if replica_type == "worker":
+        # Worker i is node i + 1 beside a Master, node i in a job of Workers only.
+        return replica_index + (1 if labels.get("gpuops.test/with-master") else 0)
+    return None
+
+
+def fleet_node_specs(names, gpus=GPUS_PER_NODE):
+    """kwok GPU nodes (k8s_harness.gpu_node) that only the fleet job lands on."""
+    from k8s_harness import gpu_node
+
+    nodes = []
+    for name in names:
+        node = gpu_node(name, gpus)
+        node.labels[FLEET_KEY] = "true"
+        node.taints.append({"key": FLEET_KEY, "value": "true", "effect": "NoSchedule"})
+        nodes.append(node)
+    return nodes
 
 
 class FleetJob:
@@ -247,3 +283,72 @@ class FleetJob:
 def placed(log: str, host: str, node: str) -> str:
     """A pod's log as the pod printed it on ``node`` with host name ``host``."""
     return log.replace(HOST, host).replace(NODE, node)
+
+
+def to_cri(text: str, start: dt.datetime, step: dt.timedelta = dt.timedelta(microseconds=100)) -> str:
+    """``text`` as the CRI log kwok reads (``<RFC 3339> stdout F <line>``), one stamp a line."""
+    out = []
+    moment = start
+    for line in text.splitlines():
+        out.append("%s stdout F %s\n" % (moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), line))
+        moment += step
+    return "".join(out)
+
+
+class FleetLogServer(threading.Thread):
+    """Serve every pod of the namespace its log (``logs[node_index(pod)]``, a file of
+    :meth:`FleetJob.write_logs`, in CRI form) once the scheduler has placed it, with its host
+    name and node filled in, through a kwok ``Logs`` object; pods of ``annotate`` (by index) get
+    those annotations at the same time (``gpuops.test/fail`` and its exit code and reason make
+    kwok end that pod so)."""
+
+    def __init__(self, api_client, state_dir, namespace, logs, annotate=None, interval=0.5):
+        super().__init__(daemon=True)
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.state_dir = Path(state_dir)
+        self.namespace = namespace
+        self.logs = logs
+        self.annotate = annotate or {}
+        self.interval = interval
+        self.served = {}
+        self.errors = []
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            try:
+                listing = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+                for pod in json.loads(listing.data)["items"]:
+                    name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
+                    index = node_index(pod)
+                    if name not in self.served and index in self.logs and node:
+                        self._serve(pod, index)
+                        self.served[name] = node
+            except Exception as error:  # keep serving; the test reports what went wrong
+                self.errors.append(repr(error))
+            self._halt.wait(self.interval)
+
+    def _serve(self, pod, index):
+        name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        host = pod["spec"].get("hostname") or name
+        target = self.state_dir / "pod-logs" / self.namespace / name / "_all.log"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = self.logs[index].read_text()
+        target.write_text(to_cri(placed(text, host, node), dt.datetime.now(dt.timezone.utc)))
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"logs": [{"logsFile": str(target)}]},
+        }
+        self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", self.namespace, "logs", body)
+        if index in self.annotate:
+            patch = {"metadata": {"annotations": self.annotate[index]}}
+            self.core.patch_namespaced_pod(name, self.namespace, patch)
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=30)

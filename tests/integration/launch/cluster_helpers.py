@@ -19,7 +19,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+from fleet import COMPLETION_INDEX, node_index  # tests/harness: one reading of a pod's index
+
 # Real NCCL logs people published (see its README.md and INDEX.jsonl).
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 NCCL_FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "nccl" / "published"
@@ -44,23 +45,6 @@ def nccl_lines_by_host(path):
     if loose:
         result[0] = "".join(loose) + result[0]
     return result
-
-
-def node_index(pod):
-    """The node (pod) index of a training pod, whoever created it; None when unknown."""
-    metadata = pod.get("metadata") or {}
-    annotations = metadata.get("annotations") or {}
-    labels = metadata.get("labels") or {}
-    if COMPLETION_INDEX in annotations:
-        return int(annotations[COMPLETION_INDEX])
-    replica_type = labels.get("training.kubeflow.org/replica-type")
-    replica_index = int(labels.get("training.kubeflow.org/replica-index", "0"))
-    if replica_type == "master":
-        return 0
-    if replica_type == "worker":
-        # Worker i is node i + 1 beside a Master, node i in a job of Workers only.
-        return replica_index + (1 if labels.get("gpuops.test/with-master") else 0)
-    return None
 
 
 class PodLogServer(threading.Thread):

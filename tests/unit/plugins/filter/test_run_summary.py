@@ -138,5 +138,6 @@ def test_pods_whose_log_could_not_be_read_are_named_first_with_their_node_and_re
         "rank 1 never reported",
     ]
     assert summary["warnings"][0] == (
-        "pod w-5 (node gpu-09): part of its log could not be read: the pod is gone; its early copy is all there is"
+        "pod w-5 (node gpu-09): part of its log could not be read: "
+        "the pod is gone; its early copy is all there is"
     )
