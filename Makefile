@@ -23,6 +23,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Every part of make test is timed (tests/tools/stopwatch.py) and the table of parts is
+# printed at its end; a part run on its own appends its row too.
+TIMES := .build/test-times.tsv
+TIMED = $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) run
 
 .PHONY: help demo cluster-demo check test venv collection system-packages node-image trainer-image registry harness-build \
 	execution-environment lint ruff ansible-lint \
@@ -69,20 +73,20 @@ system-packages:
 	tests/tools/ensure-system-packages.sh
 
 # The systemd Debian image the node-role Molecule scenarios run in (built once per machine).
-node-image: system-packages
-	tests/podman/build-node-image.sh
+node-image: system-packages $(STAMP)
+	$(TIMED) node-image -- tests/podman/build-node-image.sh
 
 # The trainer image the tests run: training/Containerfile built offline on a local Debian base
 # that borrows this machine's Python and the venv's torch (tests/podman/trainer_image.py).
 # The base's root filesystem is built once per machine (about 2 minutes), the image in
 # seconds when nothing changed.
 trainer-image: system-packages $(STAMP)
-	$(BIN)/python tests/podman/trainer_image.py build
+	$(TIMED) trainer-image -- $(BIN)/python tests/podman/trainer_image.py build
 
 # A container registry for the trainer_image role's push tests, built through the Go module
 # proxy into the harness's cache (once per machine, a few minutes cold).
 registry: $(STAMP)
-	$(BIN)/python tests/podman/registry.py
+	$(TIMED) registry -- $(BIN)/python tests/podman/registry.py
 
 # The execution environment of execution-environment.yml, built with ansible-builder and podman
 # on a local Debian base, with this checkout's collection, the bundled collections it depends
@@ -91,16 +95,16 @@ registry: $(STAMP)
 # (both 4.4 minutes at load 4), 20-40 seconds after a change to the collection (its own last
 # layer), 5 seconds unchanged.
 execution-environment: system-packages $(STAMP)
-	$(BIN)/python tests/podman/execution_environment.py build
+	$(TIMED) execution-environment -- $(BIN)/python tests/podman/execution_environment.py build
 
 # kube-apiserver, etcd, kwok, kubelet and the Training Operator, built through the Go module
 # proxy into a cache outside the repository (cold about 10 minutes, warm well under a second),
 # the real node's CRI-O, pinns, crictl and CoreDNS (cold about 8 minutes), and helm for the
 # gpu_operator tests (about 3 minutes the first time).
 harness-build: $(STAMP) system-packages
-	$(BIN)/python tests/harness/k8s_harness.py build
-	$(BIN)/python tests/harness/k8s_harness.py real-node build
-	$(BIN)/python tests/harness/sources.py helm
+	$(TIMED) "harness-build: control plane" -- $(BIN)/python tests/harness/k8s_harness.py build
+	$(TIMED) "harness-build: real node" -- $(BIN)/python tests/harness/k8s_harness.py real-node build
+	$(TIMED) "harness-build: helm" -- $(BIN)/python tests/harness/sources.py helm
 
 # torch with its CUDA libraries makes .venv about 6.3 GiB, and pip needs about 3 GiB more while
 # it installs: say so at once rather than with pip's "No space left on device" minutes later.
@@ -156,7 +160,8 @@ docs: $(TARBALL)
 docs-check: $(TARBALL)
 	rm -rf .build/docs-collections .build/docs-check && mkdir -p .build/docs-check
 	$(BIN)/ansible-galaxy collection install --force --no-deps -p .build/docs-collections $(TARBALL) >/dev/null
-	$(DOCS_ENV) $(BIN)/antsibull-docs collection --use-current --fail-on-error --dest-dir .build/docs-check gpuops.training
+	$(DOCS_ENV) $(TIMED) docs-check -- \
+	  $(BIN)/antsibull-docs collection --use-current --fail-on-error --dest-dir .build/docs-check gpuops.training
 	diff -r docs/collection .build/docs-check || { echo "docs/collection is stale: run make docs and commit it"; exit 1; }
 
 demo: collection
@@ -178,29 +183,29 @@ cluster-demo: collection harness-build trainer-image
 # and disk while Go compiles. A failure on either side stops the other and names the log.
 BACKGROUND_LOG := .build/background-builds.log
 test: system-packages venv
-	@mkdir -p .build
+	@mkdir -p .build && rm -f $(TIMES)
 	@set -m; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target harness-build node-image trainer-image registry \
 	  execution-environment > $(BACKGROUND_LOG) 2>&1 & \
 	builder=$$!; \
-	trap 'kill -- -$$builder 2>/dev/null || true' EXIT INT TERM; \
+	trap 'kill -- -$$builder 2>/dev/null || true; $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT INT TERM; \
 	echo "building the harness binaries, helm, the node, trainer and execution environment images and a registry" \
 	  "in the background (log: $(BACKGROUND_LOG))"; \
 	$(MAKE) --no-print-directory lint docs-check unit sanity; \
 	echo "waiting for the background builds"; \
 	if ! wait $$builder; then cat $(BACKGROUND_LOG); echo "the background builds failed (log above)" >&2; exit 1; fi; \
-	trap - EXIT; \
+	trap '$(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT; \
 	tail -n 5 $(BACKGROUND_LOG); \
 	$(MAKE) --no-print-directory integration-and-molecule
 
 lint: ruff ansible-lint
 
 ruff: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(TIMED) "ruff check" -- $(BIN)/ruff check .
+	$(TIMED) "ruff format" -- $(BIN)/ruff format --check .
 
 ansible-lint: collection
-	$(BIN)/ansible-lint --profile production
+	$(TIMED) ansible-lint -- $(BIN)/ansible-lint --profile production
 
 # Test tiers, by the markers declared in pyproject.toml and training/pyproject.toml: `slow`
 # needs a real control plane or a real training run, `distributed` runs torchrun. Every test
@@ -220,10 +225,10 @@ check:
 unit: unit-collection unit-trainer
 
 unit-collection: collection
-	$(PYTEST) tests/unit
+	$(TIMED) unit-collection -- $(PYTEST) tests/unit
 
 unit-trainer: collection
-	$(PYTEST) training/tests
+	$(TIMED) unit-trainer -- $(PYTEST) training/tests
 
 # ansible-test must run outside any git checkout (inside one it only sees tracked files),
 # so the built artifact is installed into a directory of its own under /tmp.
@@ -233,6 +238,7 @@ sanity: $(TARBALL) system-packages
 	rm -rf $(SANITY_ROOT)
 	$(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL) >/dev/null
 	cd $(SANITY_ROOT)/ansible_collections/gpuops/training && \
+	  $(CURDIR)/$(BIN)/python $(CURDIR)/tests/tools/stopwatch.py --log $(CURDIR)/$(TIMES) run sanity -- \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
 
 # Two streams side by side, each with its output whole when it ends: the tests on the harness's
@@ -247,17 +253,17 @@ integration: collection harness-build trainer-image registry execution-environme
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness integration-host
 
 integration-harness:
-	$(PYTEST) --durations=15 $(INTEGRATION_ON_HARNESS)
+	$(TIMED) "integration-harness (lane)" -- $(PYTEST) --durations=15 $(INTEGRATION_ON_HARNESS)
 
 integration-host:
-	$(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
+	$(TIMED) integration-host -- $(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
 
 # Every scenario runs, and the target fails naming each one that failed. Those on Kubernetes
 # share a harness of their own (.harness-molecule, ports 300 up), so Molecule can run beside
 # the integration tests' harness. SCENARIOS picks some, e.g. `make molecule SCENARIOS=crio_limits`.
 SCENARIOS ?=
 molecule: collection node-image harness-build
-	$(BIN)/python tests/tools/run_molecule.py $(SCENARIOS)
+	$(TIMED) molecule -- $(BIN)/python tests/tools/run_molecule.py $(SCENARIOS)
 
 # make test's last stage in two lanes of about equal length: the tests on the harness, and
 # the tests on this host followed by Molecule (cold: about 36 against 13 + 19 minutes).
@@ -265,8 +271,8 @@ integration-and-molecule: collection harness-build node-image trainer-image regi
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness host-then-molecule
 
 host-then-molecule:
-	$(MAKE) --no-print-directory integration-host
-	$(MAKE) --no-print-directory molecule
+	$(TIMED) "host lane: integration-host, then molecule" -- \
+	  sh -c '$(MAKE) --no-print-directory integration-host && $(MAKE) --no-print-directory molecule' 
 
 clean:
 	rm -rf $(VENV) $(COLLECTIONS) .build runs .harness .harness-molecule
