@@ -24,6 +24,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.job_status import 
     SIGKILL_NOTE,
     describe_kill,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.log_parallel import parse_split
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
 
@@ -48,8 +49,9 @@ MIB = 1 << 20
 DEFAULT_LEAK_TOLERANCE_MIB = 16
 # Epochs the leak fit needs, after the first (which warms up: allocator, autograd buffers).
 LEAK_MIN_EPOCHS = 3
-# A source whose records show workers of several nodes (see TrainingLogParser._local_offset).
-_MIXED = object()
+# A source whose records show workers of several nodes (see TrainingLogParser._local_offset);
+# a string, not object(), so that a parser pickled to or from another process keeps it.
+_MIXED = "several nodes"
 # The phase of a memory sample taken in a step record.
 STEP_PHASE = "train"
 # Every phase a sample can name: the step records' own and the trainer's memory events'.
@@ -140,16 +142,13 @@ class _MemoryTrack:
         self.epoch_min = {}
 
     def add(self, value, high_water, where):
+        """``where`` is ``(phase, epoch, step)`` of the sample."""
         self.values.append(value)
-        top = max(value, high_water) if high_water is not None else value
+        top = high_water if high_water is not None and high_water > value else value
         if self.peak is None or top > self.peak:
             self.peak, self.where = top, where
-        epoch = where["epoch"]
-        if (
-            isinstance(epoch, int)
-            and not isinstance(epoch, bool)
-            and where["phase"] not in PRE_TRAINING_PHASES
-        ):
+        phase, epoch, _step = where
+        if type(epoch) is int and phase not in PRE_TRAINING_PHASES:
             known = self.epoch_min.get(epoch)
             if known is None or value < known:
                 self.epoch_min[epoch] = value
@@ -160,9 +159,9 @@ class _MemoryTrack:
             "samples": len(self.values),
             "median_bytes": int(statistics.median(self.values)),
             "peak_bytes": self.peak,
-            "peak_phase": self.where["phase"],
-            "peak_epoch": self.where["epoch"],
-            "peak_step": self.where["step"],
+            "peak_phase": self.where[0],
+            "peak_epoch": self.where[1],
+            "peak_step": self.where[2],
             "epoch_min_bytes": epoch_min,
             "growth_mib_per_epoch": epoch_growth_mib(self.epoch_min.items()),
         }
@@ -214,7 +213,7 @@ class TrainingLogParser:
         rank = tags.get("rank") if tags else None
         if rank is None and tags and tags.get("local_rank") is not None:
             offset = self._local_offset.get(source, _MIXED)
-            if offset is _MIXED:
+            if offset == _MIXED:
                 key = (source, tags["local_rank"])
                 self._local_tail.setdefault(key, deque(maxlen=self.tail_lines)).append(stripped)
                 return
@@ -230,6 +229,52 @@ class TrainingLogParser:
         for source, text, tags in iter_lines(sources):
             self.feed(source, text, tags)
         return self
+
+    @classmethod
+    def merged(cls, parsers):
+        """One parser holding what ``parsers`` read from disjoint shares of the sources, in the
+        order of the shares (log_parallel); None when a rank's records are in two shares, which
+        only one parser reading both can put in order."""
+        first = parsers[0]
+        for other in parsers[1:]:
+            if first.ranks.keys() & other.ranks.keys():
+                return None
+            first.ranks.update(other.ranks)
+            for checkpoint in other.checkpoints:
+                key = repr((checkpoint.get("epoch"), checkpoint.get("step"), checkpoint.get("path")))
+                if key not in first._seen_checkpoints:
+                    first._seen_checkpoints.add(key)
+                    first.checkpoints.append(checkpoint)
+            first.resumes += other.resumes
+            first.skipped_checkpoints += other.skipped_checkpoints
+            first.evaluations += other.evaluations
+            first.parse_warnings = (first.parse_warnings + other.parse_warnings)[:100]
+            first.lines += other.lines
+            first.records += other.records
+            first.launcher_failures += other.launcher_failures
+            for mine, theirs in (
+                (first._source_rank, other._source_rank),
+                (first._untagged_tail, other._untagged_tail),
+                (first._local_offset, other._local_offset),
+                (first._local_tail, other._local_tail),
+            ):
+                mine.update(theirs)
+            first._merge_curve(other)
+        return first
+
+    def _merge_curve(self, other):
+        stride = max(self._curve_stride, other._curve_stride)
+        curve = {}
+        for points in (self._curve, other._curve):
+            for step, point in points.items():
+                if step % stride == 0:
+                    total = curve.setdefault(step, [0.0, 0, 0.0, 0])
+                    for index in range(4):
+                        total[index] += point[index]
+        while len(curve) > MAX_CURVE_POINTS:
+            stride *= 2
+            curve = {step: point for step, point in curve.items() if step % stride == 0}
+        self._curve, self._curve_stride = curve, stride
 
     def _decode(self, source, text):
         try:
@@ -340,36 +385,30 @@ class TrainingLogParser:
             self.evaluations.append(record)
 
     def _add_memory(self, state, record, phase, source=None):
-        """Take the ``memory`` sample of a step record or a memory event."""
+        """Take the ``memory`` sample of a step record or a memory event. The hot path of a long
+        run's log: the newest sample is kept as a reference and described once, at the end."""
         sample = record.get("memory")
-        if not isinstance(sample, dict):
+        if type(sample) is not dict:
             return
-        where = {"phase": phase, "epoch": record.get("epoch"), "step": record.get("step")}
+        where = (phase, record.get("epoch"), record.get("step"))
         taken = False
         for name, key, high_water_key, _kind in MEMORY_QUANTITIES:
             value = sample.get(key)
-            if not _is_byte_count(value):
+            if type(value) is not int or value < 0:
                 continue
             high_water = sample.get(high_water_key) if high_water_key else None
             track = state.memory.get(name)
             if track is None:
                 track = state.memory[name] = _MemoryTrack()
-            track.add(value, high_water if _is_byte_count(high_water) else None, where)
+            track.add(value, high_water if type(high_water) is int and high_water >= 0 else None, where)
             taken = True
         limit = sample.get("cgroup_limit_bytes")
-        if _is_byte_count(limit) and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
+        if type(limit) is int and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
             state.cgroup_limit = limit
         if taken:
             state.memory_samples += 1
-            last = {
-                "phase": phase,
-                "epoch": record.get("epoch"),
-                "step": record.get("step"),
-                "time": record.get("time") if _is_number(record.get("time")) else None,
-                "attempt": record.get("attempt"),
-                "source": source,
-                "memory": {key: sample.get(key) for key in SAMPLE_KEYS},
-            }
+            moment = record.get("time")
+            last = (moment if _is_number(moment) else None, record, phase, source)
             if _is_newer(last, state.last_memory):
                 state.last_memory = last
             if _is_newer(last, state.last_memory_by_source.get(source)):
@@ -413,7 +452,7 @@ class TrainingLogParser:
 
     def _learn_offset(self, source, offset):
         known = self._local_offset.setdefault(source, offset)
-        if known is not _MIXED and known != offset:
+        if known != _MIXED and known != offset:
             self._local_offset[source] = _MIXED
         elif known == offset:
             self._flush_local_tails(source, offset)
@@ -530,8 +569,10 @@ class TrainingLogParser:
                     if name in state.memory
                 },
             },
-            "last_memory": state.last_memory,
-            "last_memory_by_source": state.last_memory_by_source,
+            "last_memory": _memory_sample(state.last_memory),
+            "last_memory_by_source": {
+                source: _memory_sample(last) for source, last in state.last_memory_by_source.items()
+            },
             "sources": sorted(state.sources),
             "last_lines": list(state.tail),
         }
@@ -917,19 +958,41 @@ def describe_rank_failure(summary, launcher_failures=(), kill=None):
 
 
 def _is_newer(entry, known):
-    """Whether a memory sample is newer than the one known: by its time, else by order."""
-    if known is None:
+    """Whether a memory sample ``(time, record, phase, source)`` is newer than the one known:
+    by its time, else by order."""
+    if known is None or entry[0] is None or known[0] is None:
         return True
-    if entry["time"] is None or known["time"] is None:
-        return True
-    return entry["time"] >= known["time"]
+    return entry[0] >= known[0]
+
+
+def _memory_sample(last):
+    """The newest memory sample as the result describes it (None when there is none)."""
+    if last is None:
+        return None
+    moment, record, phase, source = last
+    sample = record["memory"]
+    return {
+        "phase": phase,
+        "epoch": record.get("epoch"),
+        "step": record.get("step"),
+        "time": moment,
+        "attempt": record.get("attempt"),
+        "source": source,
+        "memory": {key: sample.get(key) for key in SAMPLE_KEYS},
+    }
 
 
 def parse_training_logs(
-    sources, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB
+    sources, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB, workers=None
 ):
-    parser = TrainingLogParser(tail_lines=tail_lines, leak_tolerance_mib=leak_tolerance_mib)
-    return parser.feed_sources(sources).result()
+    """What the logs say; a fleet's logs are read on ``workers`` cores (log_parallel)."""
+
+    def parse(share):
+        parser = TrainingLogParser(tail_lines=tail_lines, leak_tolerance_mib=leak_tolerance_mib)
+        return parser.feed_sources(share)
+
+    parser = parse_split(sources, parse, TrainingLogParser.merged, workers)
+    return (parser if parser is not None else parse(sources)).result()
 
 
 def _pick(record, *keys):
