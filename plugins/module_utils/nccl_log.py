@@ -29,6 +29,12 @@ import re
 
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_scan import NcclScan, find_marker
+from ansible_collections.gpuops.training.plugins.module_utils.ranks_text import (
+    MAX_PARTS,
+    ranks_phrase,
+    ranks_text,
+    where_ranks_ran,
+)
 
 # Bounds on what is kept, so that memory stays flat on any input.
 MAX_WARNINGS = 200
@@ -924,10 +930,17 @@ def check_expectations(result, expect):
             present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
             missing = missing_ranks(nranks, present)
             if missing:
+                total = nranks - len(present)
+                hosts = {
+                    comm["rank"]: comm.get("host")
+                    for comm in result.get("communicators") or []
+                    if comm.get("nranks") == nranks and comm.get("rank") in missing[:MAX_PARTS]
+                }
+                where = (" " + where_ranks_ran(hosts, "host")) if hosts and total <= MAX_PARTS else ""
                 failures.append(
-                    "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, ranks %s did not "
+                    "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, %s did not%s "
                     "(read those ranks' logs: they hung or failed during NCCL init)"
-                    % (nranks - 1, _ranks_text(missing, nranks - len(present)))
+                    % (nranks - 1, ranks_phrase(missing, total), where)
                 )
     transport = expect.get("transport")
     if transport and result["transport"] != transport:
@@ -956,19 +969,12 @@ def _error_failures(result, expect):
             error["kind"],
             error["message"],
             error["count"],
-            "; ranks %s" % _ranks_text(error["ranks"]) if error.get("ranks") else "",
+            "; ranks %s" % ranks_text(error["ranks"]) if error.get("ranks") else "",
             error["lines"][0],
             error["remedy"],
         )
         for error in result.get("errors") or []
     ]
-
-
-def _ranks_text(ranks, total=None):
-    total = len(ranks) if total is None else total
-    if total > 20:
-        return "%s ... (%d ranks)" % (", ".join(str(rank) for rank in ranks[:20]), total)
-    return ", ".join(str(rank) for rank in ranks)
 
 
 def missing_ranks(nranks, present, limit=MAX_RANKS_LISTED):

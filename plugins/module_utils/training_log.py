@@ -27,6 +27,11 @@ from ansible_collections.gpuops.training.plugins.module_utils.job_status import 
 from ansible_collections.gpuops.training.plugins.module_utils.log_parallel import parse_split
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+from ansible_collections.gpuops.training.plugins.module_utils.ranks_text import (
+    ranks_phrase,
+    ranks_text,
+    where_ranks_ran,
+)
 
 SCHEMA = "gpuops.metrics/v1"
 DEFAULT_TAIL_LINES = 20
@@ -735,7 +740,7 @@ def check_expectations(result, expect, kills=None):
             failures.append(
                 "ranks %s%s never reported metrics (expected %d ranks)"
                 % (
-                    _ranks_text(missing),
+                    ranks_text(missing),
                     " ... (%d ranks)" % total if total > len(missing) else "",
                     world_size,
                 )
@@ -749,8 +754,12 @@ def check_expectations(result, expect, kills=None):
         short = [s["rank"] for s in result["ranks"] if s["epochs_completed"] < min_epochs]
         if short or not result["ranks"]:
             failures.append(
-                "ranks %s completed fewer than %d epochs"
-                % (_ranks_text(short) if short else "(none reported)", min_epochs)
+                "%s completed fewer than %d epoch%s"
+                % (
+                    ranks_phrase(short) if short else "no rank reported",
+                    min_epochs,
+                    "s" if min_epochs > 1 else "",
+                )
             )
     if expect.get("loss_decreases"):
         trend = result["loss"]
@@ -799,17 +808,21 @@ def _memlock_messages(result, min_bytes=None):
         messages.append(
             "ranks %s did not report their locked-memory limit (no memlock_bytes in their run_start "
             "record: a trainer from before that field, or ranks that never started)"
-            % (_ranks_text(silent[:20]) if silent else "(none reported)")
+            % (ranks_text(silent[:20]) if silent else "(none reported)")
         )
     return messages
 
 
 def _unfinished_rank_messages(result, kills=()):
-    """The rank that failed first gets the full story; ranks stopped because of it, a line.
+    """What stopped the ranks that did not finish, shortest first at fleet size.
 
-    ``kills`` are the containers a cluster launcher saw killed (job_status.container_kills):
-    the ranks whose logs are those pods' are the first failure, each named with its pod, the
-    kill and its last memory sample; a kill no rank's log speaks for gets a message of its own.
+    A killed container (``kills``: those a cluster launcher saw, job_status.container_kills) is
+    the first failure: one message per pod, with its node, its ranks, the kill and the last
+    memory sample its log holds; a kill no rank's log speaks for gets a message of its own.
+    Without one, torchrun's first failure or the earliest error reported is the cause, each
+    such rank with its node and last lines. The ranks that never took a step (stuck in
+    init_process_group or NCCL's init) are named apart from those the launcher stopped after
+    the failure, by rank and node.
     """
     unfinished = [summary for summary in result["ranks"] if summary["status"] != "ok"]
     kill_of, orphans = {}, []
@@ -822,28 +835,70 @@ def _unfinished_rank_messages(result, kills=()):
     messages = ["%s, before any rank in it reported metrics" % describe_kill(kill) for kill in orphans]
     if not unfinished:
         return messages
-    culprits = [s for s in unfinished if s["rank"] in kill_of]
-    # torchrun names the first failure; without its report, the earliest error reported
-    # is the cause (the other ranks' errors are the broken collectives that followed).
-    root_ranks = {f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")}
+    killed = [s for s in unfinished if s["rank"] in kill_of]
+    for kill in _unique(kill_of[s["rank"]] for s in killed):
+        messages.append(describe_pod_kill(kill, [s for s in killed if kill_of[s["rank"]] is kill]))
+    culprits = killed
     if not culprits:
+        # torchrun names the first failure; without its report, the earliest error reported
+        # is the cause (the other ranks' errors are the broken collectives that followed).
+        root_ranks = {f.get("rank") for f in result["launcher_failures"] if f.get("root_cause")}
         culprits = [s for s in unfinished if s["rank"] in root_ranks]
-    if not culprits:
-        errors = sorted(
-            (s for s in unfinished if s["status"] == "error"),
-            key=lambda s: s["error_time"] if s["error_time"] is not None else float("inf"),
-        )
-        culprits = errors[:1] or unfinished
-    messages.extend(
-        describe_rank_failure(s, result["launcher_failures"], kill_of.get(s["rank"])) for s in culprits
-    )
-    bystanders = [s["rank"] for s in unfinished if s not in culprits]
-    if bystanders:
+        if not culprits:
+            errors = sorted(
+                (s for s in unfinished if s["status"] == "error"),
+                key=lambda s: s["error_time"] if s["error_time"] is not None else float("inf"),
+            )
+            culprits = errors[:1]
+        messages.extend(describe_rank_failure(s, result["launcher_failures"]) for s in culprits)
+    rest = [s for s in unfinished if s not in culprits]
+    stuck = [s for s in rest if s["status"] == "incomplete" and s["last_step"] is None]
+    if stuck:
         messages.append(
-            "ranks %s stopped before finishing (terminated by the launcher after the "
-            "failure above)" % _ranks_text(bystanders)
+            "%s never took a training step (the last record is run_start: stuck in the process "
+            "group's or NCCL's init) %s" % (ranks_phrase([s["rank"] for s in stuck]), _where(stuck))
+        )
+    stopped = [s for s in rest if s not in stuck]
+    if stopped:
+        after = "after the failure above" if messages else "with no failure of their own in the logs"
+        messages.append(
+            "%s stopped before finishing (terminated by the launcher %s) %s"
+            % (ranks_phrase([s["rank"] for s in stopped]), after, _where(stopped))
         )
     return messages
+
+
+def _where(summaries):
+    """Where the ranks ran: their nodes (their hosts where no node was recorded)."""
+    return where_ranks_ran({s["rank"]: s.get("node") or s.get("host") for s in summaries})
+
+
+def describe_pod_kill(kill, summaries):
+    """One message for a killed pod: the kill, its node, its ranks, the last memory sample of
+    its first rank and that rank's last lines."""
+    first = min(summaries, key=lambda summary: summary["rank"])
+    node = first.get("node")
+    message = describe_kill(kill)
+    if node:
+        message = message.replace(": ", " on node %s: " % node, 1)
+    message += "; %s stopped" % ranks_phrase([summary["rank"] for summary in summaries])
+    sample = killed_sample(first, kill)
+    message += "; %s" % (
+        "last memory sample (rank %d): %s" % (first["rank"], describe_memory_sample(sample))
+        if sample
+        else "no memory sample in its log (a trainer that records none, or killed before its first)"
+    )
+    if first.get("last_lines"):
+        message += "\n  last lines of rank %d:\n    " % first["rank"] + "\n    ".join(first["last_lines"])
+    return message
+
+
+def _unique(items):
+    seen = []
+    for item in items:
+        if not any(item is known for known in seen):
+            seen.append(item)
+    return seen
 
 
 def kill_ranks(result, kill):
@@ -928,7 +983,9 @@ def describe_rank_failure(summary, launcher_failures=(), kill=None):
     else:
         what = "stopped before finishing"
     parts = ["rank %d %s" % (rank, what)]
-    if summary.get("host"):
+    if summary.get("node") and summary.get("node") != summary.get("host"):
+        parts.append("on node %s (host %s)" % (summary["node"], summary.get("host")))
+    elif summary.get("host"):
         parts.append("on host %s" % summary["host"])
     signal_name = None
     if exit_info is not None and "exitcode" in exit_info:
@@ -1013,7 +1070,3 @@ def _mean(values):
 
 def _round(value):
     return round(value, 6) if isinstance(value, float) else value
-
-
-def _ranks_text(ranks):
-    return ", ".join(str(rank) for rank in ranks)

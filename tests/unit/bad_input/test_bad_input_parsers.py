@@ -231,5 +231,5 @@ def test_a_communicator_size_from_the_log_lists_a_bounded_number_of_missing_rank
     assert result["missing_ranks"][:3] == [1, 2, 3]
     assert len(result["missing_ranks"]) == nccl_log_module.MAX_RANKS_LISTED
     (failure,) = nccl_log_module.check_expectations(result, {"nranks": 99999999999})
-    assert "ranks 1, 2, 3" in failure and "(99999999998 ranks)" in failure
+    assert "ranks 1-%d ... (99999999998 ranks)" % nccl_log_module.MAX_RANKS_LISTED in failure
     assert not math.isnan(len(failure))

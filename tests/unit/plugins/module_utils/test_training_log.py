@@ -131,7 +131,7 @@ def test_a_crashed_rank_is_named_with_its_exit_code_and_last_lines(tmp_path):
     assert "RuntimeError: boom" in failures[0].splitlines()[-1]
     assert "last lines of rank 1" in failures[0]
     assert failures[1] == (
-        "ranks 0 stopped before finishing (terminated by the launcher after the failure above)"
+        "rank 0 stopped before finishing (terminated by the launcher after the failure above) on node node-a"
     )
 
 
@@ -298,7 +298,7 @@ def test_the_first_failure_is_blamed_not_the_ranks_whose_collectives_broke_after
     )
     failures = check_expectations(result, {"world_size": 2})
     assert failures[0].startswith("rank 1 failed on host node-a: InjectedFault: rank 1 at step 3")
-    assert failures[1].startswith("ranks 0 stopped before finishing")
+    assert failures[1].startswith("rank 0 stopped before finishing")
 
 
 def test_torchrun_root_cause_wins_over_error_times():

@@ -49,8 +49,8 @@ def test_a_sigkilled_local_rank_is_named_with_the_oom_killer_and_its_last_sample
         "last memory sample: RSS 2890Mi (high-water 2950Mi), in phase loader_start (epoch 1, step 4)"
     )
     assert "last lines of rank 1" not in failures[0]  # rank 1 printed nothing but its records
-    assert (
-        failures[1] == "ranks 0 stopped before finishing (terminated by the launcher after the failure above)"
+    assert failures[1] == (
+        "rank 0 stopped before finishing (terminated by the launcher after the failure above) on node node-a"
     )
 
 
@@ -79,15 +79,18 @@ def test_an_oom_killed_pod_names_its_rank_pod_limit_and_last_sample():
     assert kill_ranks(result, kills[0]) == [1]
     failures = check_expectations(result, {"world_size": 2}, kills)
     # Rank 0 reported its error first (its peer was lost), but the kill is the first failure.
+    # One message for the pod: its node, the kill, its ranks and the last sample its log holds.
     assert failures[0] == (
-        "rank 1 stopped before finishing on host rn-3f9a1c-1: pod training/rn-3f9a1c-1-q8w2e: container "
-        "trainer exited with code 137 (OOMKilled: the kernel's OOM killer stopped it at its memory limit "
-        "of 4Gi); last memory sample: RSS 1380Mi, cgroup working set 4020Mi of its 4Gi limit, in phase "
+        "pod training/rn-3f9a1c-1-q8w2e on node gpu-node-1: container trainer exited with code 137 "
+        "(OOMKilled: the kernel's OOM killer stopped it at its memory limit of 4Gi); rank 1 stopped; last "
+        "memory sample (rank 1): RSS 1380Mi, cgroup working set 4020Mi of its 4Gi limit, in phase "
         "loader_start (epoch 2, step 8)"
     )
-    assert failures[1].startswith("ranks 0 stopped before finishing")
+    assert failures[1].startswith("rank 0 stopped before finishing")
     # Without the kill, the earliest error is blamed, as before.
-    assert check_expectations(result, {"world_size": 2})[0].startswith("rank 0 failed on host rn-3f9a1c-0")
+    assert check_expectations(result, {"world_size": 2})[0].startswith(
+        "rank 0 failed on node gpu-node-0 (host rn-3f9a1c-0)"
+    )
 
 
 def test_a_container_killed_before_a_restart_is_described_from_its_previous_log():
@@ -104,10 +107,10 @@ def test_a_container_killed_before_a_restart_is_described_from_its_previous_log(
     )
     failures = check_expectations(result, {"world_size": 2}, kills)
     assert failures[0].startswith(
-        "rank 0 stopped before finishing on host rn-3f9a1c-worker-0: pod training/rn-3f9a1c-worker-0: "
-        "the previous container pytorch exited with code 137 (OOMKilled: the kernel's OOM killer stopped "
-        "it at its memory limit of 8Gi); last memory sample: RSS 2600Mi, cgroup working set 8100Mi of its "
-        "8Gi limit, in phase eval_after (epoch 0, step 4)"
+        "pod training/rn-3f9a1c-worker-0 on node gpu-node-0: the previous container pytorch exited with "
+        "code 137 (OOMKilled: the kernel's OOM killer stopped it at its memory limit of 8Gi); rank 0 "
+        "stopped; last memory sample (rank 0): RSS 2600Mi, cgroup working set 8100Mi of its 8Gi limit, in "
+        "phase eval_after (epoch 0, step 4)"
     )
 
 

@@ -73,7 +73,7 @@ def test_missing_ranks_are_named(run_module):
     assert run.failed
     assert run.result["msg"] == (
         "NCCL check failed:\n- init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, "
-        "ranks 1 did not (read those ranks' logs: they hung or failed during NCCL init)"
+        "rank 1 did not (read those ranks' logs: they hung or failed during NCCL init)"
     )
     assert run.result["missing_ranks"] == [1]
 

@@ -179,10 +179,9 @@ def test_a_killed_pods_rank_is_named_with_its_last_memory_sample(run_module, tmp
     )
     assert run.failed
     assert run.result["msg"] == (
-        "training run check failed:\n- rank 1 stopped before finishing on host h: pod rn-1-xyz: container "
-        "trainer exited with code 137 (OOMKilled: the kernel's OOM killer stopped it at its memory limit); "
-        "last memory sample: RSS 1Gi, cgroup working set 3Gi of its 4Gi limit, in phase "
-        "checkpoint_write_before (epoch 0, step 4)"
+        "training run check failed:\n- pod rn-1-xyz: container trainer exited with code 137 (OOMKilled: the "
+        "kernel's OOM killer stopped it at its memory limit); rank 1 stopped; last memory sample (rank 1): "
+        "RSS 1Gi, cgroup working set 3Gi of its 4Gi limit, in phase checkpoint_write_before (epoch 0, step 4)"
     )
     assert run.result["ranks"][1]["last_memory"]["phase"] == "checkpoint_write_before"
 
