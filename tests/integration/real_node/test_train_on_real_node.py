@@ -283,11 +283,11 @@ def test_a_rank_over_its_memory_limit_is_oom_killed_and_named_with_its_last_samp
     # Quantities as the report writes them: 2060Mi, 2Gi; RSS may add its high-water mark.
     quantity = r"([\d.]+)(Mi|Gi)"
     sample = re.search(
-        r"rank 1 [^;]*OOMKilled[^;]*; last memory sample: RSS %s[^,]*, cgroup working set %s of its 2Gi"
+        r"OOMKilled[^;]*; rank 1 stopped; last memory sample \(rank 1\): RSS %s[^,]*, cgroup working set %s of its 2Gi"
         r" limit, in phase (\w+)" % (quantity, quantity),
         output,
     )
-    assert sample, re.findall(r"rank 1 [^;]*;[^;]*", output) or run
+    assert sample, re.findall(r"OOMKilled[^;]*;[^;]*;[^;]*", output) or run
 
     def mib(number, unit):
         return float(number) * (1024 if unit == "Gi" else 1)
