@@ -283,8 +283,8 @@ def test_a_rank_over_its_memory_limit_is_oom_killed_and_named_with_its_last_samp
     # Quantities as the report writes them: 2060Mi, 2Gi; RSS may add its high-water mark.
     quantity = r"([\d.]+)(Mi|Gi)"
     sample = re.search(
-        r"OOMKilled[^;]*; rank 1 stopped; last memory sample \(rank 1\): RSS %s[^,]*, cgroup working set %s of its 2Gi"
-        r" limit, in phase (\w+)" % (quantity, quantity),
+        r"OOMKilled[^;]*; rank 1 stopped; last memory sample \(rank 1\): RSS %s[^,]*, "
+        r"cgroup working set %s of its 2Gi limit, in phase (\w+)" % (quantity, quantity),
         output,
     )
     assert sample, re.findall(r"OOMKilled[^;]*;[^;]*;[^;]*", output) or run
