@@ -28,7 +28,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 TIMES := .build/test-times.tsv
 TIMED = $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) run
 
-.PHONY: help demo cluster-demo check test venv collection system-packages node-image trainer-image registry harness-build \
+.PHONY: help demo cluster-demo check test bench-scale venv collection system-packages node-image trainer-image registry harness-build \
 	execution-environment lint ruff ansible-lint \
 	unit unit-collection unit-trainer sanity integration integration-harness integration-host molecule integration-and-molecule release docs docs-check clean
 
@@ -37,6 +37,7 @@ help:
 	@echo "make check           - the quick loop (under 3 minutes): lint and the unit tests marked neither slow nor distributed"
 	@echo "make test            - run every suite: lint, docs-check, unit, sanity, integration, molecule"
 	@echo "make cluster-demo    - the job of make demo on real pods: a kubelet and CRI-O on this machine (root)"
+	@echo "make bench-scale     - what verifying a 128-pod, 1024-rank run costs the controller (benchmarks/scale)"
 	@echo ""
 	@echo "suites (make test runs them all; MARKERS='<pytest -m expression>' picks a tier of unit and integration):"
 	@echo "make lint            - ruff and ansible-lint"
@@ -273,6 +274,11 @@ integration-and-molecule: collection harness-build node-image trainer-image regi
 host-then-molecule:
 	$(TIMED) "host lane: integration-host, then molecule" -- \
 	  sh -c '$(MAKE) --no-print-directory integration-host && $(MAKE) --no-print-directory molecule' 
+
+# A simulated job of 16, 64 and 128 pods x 8 ranks with 1 MB and 10 MB logs a pod through
+# train.yml on the harness, and the log path it replaced at 16 pods (benchmarks/scale/README.md).
+bench-scale: collection harness-build
+	$(BIN)/python benchmarks/scale/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(COLLECTIONS) .build runs .harness .harness-molecule

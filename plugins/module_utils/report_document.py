@@ -15,6 +15,11 @@ import math
 import os
 
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import format_bytes
+from ansible_collections.gpuops.training.plugins.module_utils.run_fleet import (
+    RANK_TABLE_LIMIT,
+    node_rows,
+    rank_rows,
+)
 
 LOSS_PLOT = "loss.png"
 THROUGHPUT_PLOT = "throughput.png"
@@ -178,44 +183,6 @@ def warnings_with_remedies(summary):
     ]
 
 
-def rank_rows(summary):
-    """One row per rank: training progress joined with where NCCL put the rank."""
-    nccl = summary.get("nccl") or {}
-    by_rank = {row["rank"]: row for row in nccl.get("ranks") or []}
-    transport = nccl.get("transport")
-    devices = ", ".join(nccl.get("ib_devices") or nccl.get("socket_ifaces") or []) or None
-    ranks = sorted({row.get("rank") for row in summary.get("ranks") or []} | set(by_rank), key=_rank_key)
-    training = {row.get("rank"): row for row in summary.get("ranks") or []}
-    rows = []
-    for rank in ranks:
-        train, comm = training.get(rank) or {}, by_rank.get(rank) or {}
-        gpu = None
-        if comm.get("cuda_dev") is not None:
-            gpu = "cuda:%s" % comm["cuda_dev"] + (" (%s)" % comm["bus_id"] if comm.get("bus_id") else "")
-        rows.append(
-            {
-                "rank": rank,
-                "host": train.get("host") or comm.get("host"),
-                "node": train.get("node"),
-                "status": train.get("status"),
-                "epochs": train.get("epochs_completed"),
-                "last_loss": train.get("last_epoch_loss"),
-                "images_per_s": train.get("images_per_s"),
-                "gpu": gpu,
-                "transport": transport if comm else None,
-                "devices": devices if comm else None,
-                "gdr": nccl.get("gdr") if comm else None,
-                "init": ("complete" if comm.get("init_complete") else "incomplete") if comm else None,
-                "init_s": comm.get("init_s"),
-            }
-        )
-    return rows
-
-
-def _rank_key(rank):
-    return (0, rank) if isinstance(rank, int) else (1, str(rank))
-
-
 RANK_COLUMNS = (
     ("rank", "rank", None),
     ("host", "host", None),
@@ -231,6 +198,41 @@ RANK_COLUMNS = (
     ("NCCL init", "init", None),
     ("init s", "init_s", 2),
 )
+
+
+NODE_COLUMNS = (
+    ("node", "node", None),
+    ("pods", "hosts", None),
+    ("ranks", "ranks", None),
+    ("finished", "finished", None),
+    ("NCCL init complete", "init_complete", None),
+    ("images/s (its ranks)", "images_per_s", 2),
+    ("highest RSS peak", "rss_peak", None),
+)
+DIFFER_COLUMNS = (
+    ("node", "node", None),
+    ("pods", "pods", None),
+    ("ranks", "ranks", None),
+    ("what", "what", None),
+)
+
+
+def fleet_view(summary):
+    """The tables of the ranks: ``("ranks", RANK_COLUMNS, rows)`` up to RANK_TABLE_LIMIT ranks,
+    else ``("nodes", NODE_COLUMNS, rows)`` (every rank is then in ranks.csv)."""
+    ranks = rank_rows(summary)
+    if len(ranks) <= RANK_TABLE_LIMIT:
+        return "ranks", RANK_COLUMNS, ranks
+    rows = node_rows(summary, (summary.get("memory") or {}).get("ranks") or ())
+    for row in rows:
+        row["rss_peak"] = _mib(row["rss_peak_bytes"])
+        row["finished"] = "%d/%d" % (row["finished"], row["rank_count"])
+        row["init_complete"] = "%d/%d" % (row["init_complete"], row["rank_count"])
+    return "nodes", NODE_COLUMNS, rows
+
+
+def differ_rows(summary):
+    return [dict(group, pods=", ".join(group["hosts"]) or "-") for group in summary.get("differs") or []]
 
 
 def _cell(row, key, digits):
@@ -271,16 +273,17 @@ def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
             for line in warning["lines"]:
                 out.append("  - `%s`" % line.replace("`", "'"))
         out.append("")
-    out += ["## Ranks", ""]
-    out.append("| " + " | ".join(title for title, _k, _d in RANK_COLUMNS) + " |")
-    out.append("|" + "|".join("---:" if digits not in (None, "yes/no") or key == "rank" else "---"
-                              for _t, key, digits in RANK_COLUMNS) + "|")  # fmt: skip
-    for row in rank_rows(summary):
-        out.append(
-            "| " + " | ".join(_md_escape(_cell(row, key, digits)) for _t, key, digits in RANK_COLUMNS) + " |"
-        )
-    out.append("")
-    memory = memory_rows(summary)
+    differ = differ_rows(summary)
+    if differ:
+        out += ["## What differs", "", "The ranks that did not do what their peers did, by node.", ""]
+        out += _md_table(DIFFER_COLUMNS, differ)
+    view, columns, rows = fleet_view(summary)
+    out += ["## Ranks" if view == "ranks" else "## Nodes", ""]
+    if view == "nodes":
+        out += ["%d ranks on %d nodes; every rank is in [ranks.csv](ranks.csv) and summary.json." % (
+            len(rank_rows(summary)), len(rows)), ""]  # fmt: skip
+    out += _md_table(columns, rows)
+    memory = memory_rows(summary) if view == "ranks" else []
     if memory:
         out += ["## Memory", ""]
         out.append("| " + " | ".join(MEMORY_COLUMNS) + " |")
@@ -311,6 +314,17 @@ def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
     return "\n".join(out) + "\n"
 
 
+def _md_table(columns, rows):
+    lines = ["| " + " | ".join(title for title, _k, _d in columns) + " |"]
+    lines.append("|" + "|".join("---:" if digits not in (None, "yes/no") or key == "rank" else "---"
+                                for _t, key, digits in columns) + "|")  # fmt: skip
+    for row in rows:
+        lines.append(
+            "| " + " | ".join(_md_escape(_cell(row, key, digits)) for _t, key, digits in columns) + " |"
+        )
+    return lines + [""]
+
+
 def _md_escape(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -324,6 +338,19 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f4f5f7; padding: 0.6em; overflow-x: auto; }
 img { max-width: 100%; border: 1px solid #e2e5e9; margin: 0.5em 0; }
 """
+
+
+def _html_table(columns, rows):
+    esc = html.escape
+    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % esc(title) for title, _k, _d in columns)]
+    for row in rows:
+        cells = []
+        for _title, key, digits in columns:
+            css = ' class="num"' if isinstance(digits, int) or key in ("rank", "epochs") else ""
+            cells.append("<td%s>%s</td>" % (css, esc(_cell(row, key, digits))))
+        out.append("<tr>%s</tr>" % "".join(cells))
+    out.append("</table>")
+    return out
 
 
 def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
@@ -356,17 +383,19 @@ def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
                 % (esc(warning["what"]), esc(warning["remedy"]), lines)
             )
         out.append("</ul>")
-    out.append(
-        "<h2>Ranks</h2><table><tr>%s</tr>" % "".join("<th>%s</th>" % esc(t) for t, _k, _d in RANK_COLUMNS)
-    )
-    for row in rank_rows(summary):
-        cells = []
-        for _title, key, digits in RANK_COLUMNS:
-            css = ' class="num"' if isinstance(digits, int) or key in ("rank", "epochs") else ""
-            cells.append("<td%s>%s</td>" % (css, esc(_cell(row, key, digits))))
-        out.append("<tr>%s</tr>" % "".join(cells))
-    out.append("</table>")
-    memory = memory_rows(summary)
+    differ = differ_rows(summary)
+    if differ:
+        out.append("<h2>What differs</h2><p>The ranks that did not do what their peers did, by node.</p>")
+        out += _html_table(DIFFER_COLUMNS, differ)
+    view, columns, rows = fleet_view(summary)
+    out.append("<h2>%s</h2>" % ("Ranks" if view == "ranks" else "Nodes"))
+    if view == "nodes":
+        out.append(
+            '<p>%d ranks on %d nodes; every rank is in <a href="ranks.csv">ranks.csv</a> and '
+            "summary.json.</p>" % (len(rank_rows(summary)), len(rows))
+        )
+    out += _html_table(columns, rows)
+    memory = memory_rows(summary) if view == "ranks" else []
     if memory:
         out.append(
             "<h2>Memory</h2><table><tr>%s</tr>" % "".join("<th>%s</th>" % esc(t) for t in MEMORY_COLUMNS)

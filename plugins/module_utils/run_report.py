@@ -11,6 +11,11 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
     format_bytes,
     parse_quantity,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.run_fleet import (
+    VERDICT_DIFFER_LINES,
+    differ_line,
+    differs,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
     DEFAULT_GPU_RESOURCE,
     DEFAULT_NCCL_PER_GPU,
@@ -66,6 +71,10 @@ def nccl_statement(nccl, backend):
     return text + "."
 
 
+# Up to this many ranks the verdict gives each rank's memory; past it, one line across them.
+VERDICT_MEMORY_RANKS = 8
+
+
 def build_run_summary(run, training, nccl, memory_options=None):
     """Return the summary dict written to summary.json; ``verdict`` is passed or failed.
 
@@ -111,7 +120,7 @@ def build_run_summary(run, training, nccl, memory_options=None):
     ]
     checkpoints = training.get("checkpoints") or []
     backend = training.get("backend")
-    return {
+    summary = {
         "schema": SUMMARY_SCHEMA,
         "verdict": "failed" if failures else "passed",
         "failures": failures,
@@ -166,6 +175,63 @@ def build_run_summary(run, training, nccl, memory_options=None):
         },
         "logs": list(run.get("log_paths") or []),
     }
+    summary["differs"] = differs(summary)
+    summary["verdict_lines"] = verdict_lines(summary)
+    return summary
+
+
+def verdict_lines(summary):
+    """What the verdict prints beyond its first lines, short at any size: what differs (at most
+    VERDICT_DIFFER_LINES groups, then how many more), and memory rank by rank up to
+    VERDICT_MEMORY_RANKS ranks, else across the ranks."""
+    lines = [differ_line(group) for group in summary["differs"][:VERDICT_DIFFER_LINES]]
+    more = len(summary["differs"]) - VERDICT_DIFFER_LINES
+    if more > 0:
+        lines.append("... and %d more groups of ranks that differ (report.html, ranks.csv)" % more)
+    if lines:
+        lines.insert(0, "What differs, by node:")
+    memory = summary["memory"]["ranks"]
+    if len(memory) <= VERDICT_MEMORY_RANKS:
+        lines += ["Memory %s" % row["statement"] for row in memory]
+    else:
+        lines.append(
+            "Memory across %d ranks: %s" % (len(memory), memory_across_ranks(memory, summary["ranks"]))
+        )
+    return lines
+
+
+def memory_across_ranks(memory, ranks):
+    """``RSS median 1.2Gi to 1.4Gi, highest peak 1.5Gi on rank 5 (node a) in train``, and the
+    same for the cgroup working set."""
+    nodes = {rank.get("rank"): rank.get("node") or rank.get("host") for rank in ranks}
+    parts = []
+    for label, median_key, peak_key, phase_key in (
+        ("RSS", "rss_median_bytes", "rss_peak_bytes", "rss_peak_phase"),
+        (
+            "cgroup working set",
+            "working_set_median_bytes",
+            "working_set_peak_bytes",
+            "working_set_peak_phase",
+        ),
+    ):
+        rows = [row for row in memory if row.get(peak_key) is not None and row.get(median_key) is not None]
+        if not rows:
+            continue
+        medians = [row[median_key] for row in rows]
+        top = max(rows, key=lambda row: row[peak_key])
+        parts.append(
+            "%s median %s to %s, highest peak %s on rank %s (node %s) in %s"
+            % (
+                label,
+                format_bytes(min(medians), "Mi"),
+                format_bytes(max(medians), "Mi"),
+                format_bytes(top[peak_key], "Mi"),
+                top.get("rank"),
+                nodes.get(top.get("rank")) or "unknown",
+                top.get(phase_key),
+            )
+        )
+    return "; ".join(parts) or "no memory figures"
 
 
 def _log_problems(run):

@@ -16,10 +16,12 @@ description:
     C(report.md) and C(report.html) in O(dest), with the loss and throughput curves drawn as
     C(loss.png) and C(throughput.png).
   - The reports give the verdict and what went wrong, the run at a glance, the NCCL
-    statement, each NCCL problem with its remedy, a table per rank (host, status, loss,
-    throughput, GPU, transport, network devices, GPUDirect RDMA, NCCL init), the epochs,
-    the curves, and links to every rank's log relative to O(dest) (globs in the summary's
+    statement, each NCCL problem with its remedy, what differs (the ranks that did not finish, never reported, did
+    not complete NCCL's init or are slower than their peers, grouped by node), a table per rank (host, status, loss,
+    throughput, GPU, transport, network devices, GPUDirect RDMA, NCCL init) or, past 64 ranks, a row per node, the
+    epochs, the curves, and links to every rank's log relative to O(dest) (globs in the summary's
     C(logs) are expanded to the files they match, up to 4096).
+  - C(ranks.csv) holds every rank's row (and its memory), whatever the reports show of them.
   - Files are written only when their content changes, so a second run reports no change.
 requirements:
   - matplotlib (for the PNG curves; O(plots=false) works without it)
@@ -70,8 +72,8 @@ files:
   description: Every file of the report, by kind, as absolute paths.
   returned: always
   type: dict
-  sample: {"markdown": "/runs/r1/report.md", "html": "/runs/r1/report.html", "loss_plot": "/runs/r1/loss.png",
-           "throughput_plot": "/runs/r1/throughput.png"}
+  sample: {"markdown": "/runs/r1/report.md", "html": "/runs/r1/report.html", "ranks_csv": "/runs/r1/ranks.csv",
+           "loss_plot": "/runs/r1/loss.png", "throughput_plot": "/runs/r1/throughput.png"}
 changed_files:
   description: The files written (or, in check mode, that would be written) because they were missing or different.
   returned: always
@@ -94,6 +96,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.report_document im
     render_html,
     render_markdown,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.run_fleet import ranks_csv
+
+RANKS_CSV = "ranks.csv"
 
 SCHEMA = "gpuops.run-summary/v1"
 
@@ -121,6 +126,8 @@ def build_files(summary, dest, formats, plots):
         files["report.md"] = ("markdown", render_markdown(summary, dest, plot_names).encode("utf-8"))
     if "html" in formats:
         files["report.html"] = ("html", render_html(summary, dest, plot_names).encode("utf-8"))
+    # Every rank, whatever the report shows of them (a row per node past RANK_TABLE_LIMIT ranks).
+    files[RANKS_CSV] = ("ranks_csv", ranks_csv(summary).encode("utf-8"))
     if plots:
         files[LOSS_PLOT] = ("loss_plot", report_plots.loss_plot(summary))
         files[THROUGHPUT_PLOT] = ("throughput_plot", report_plots.throughput_plot(summary))

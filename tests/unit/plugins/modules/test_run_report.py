@@ -73,7 +73,7 @@ def test_the_report_has_every_section_with_remedies_and_relative_log_links(run_m
     run = run_module(run_report.main, {"summary": summary, "dest": str(tmp_path)})
     assert run.exit_code == 0 and run.result["changed"] is True
     assert sorted(pathlib.Path(p).name for p in run.result["changed_files"]) == [
-        "loss.png", "report.html", "report.md", "throughput.png"
+        "loss.png", "ranks.csv", "report.html", "report.md", "throughput.png"
     ]  # fmt: skip
     markdown = (tmp_path / "report.md").read_text()
     page = (tmp_path / "report.html").read_text()
@@ -136,7 +136,7 @@ def test_only_markdown_without_plots(run_module, tmp_path, summary):
     run = run_module(
         run_report.main, {"summary": summary, "dest": str(tmp_path), "formats": ["markdown"], "plots": False}
     )
-    assert sorted(run.result["files"]) == ["markdown"]
+    assert sorted(run.result["files"]) == ["markdown", "ranks_csv"]
     assert not (tmp_path / "loss.png").exists()
     assert "## Curves" not in (tmp_path / "report.md").read_text()
 
