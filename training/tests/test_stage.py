@@ -59,28 +59,42 @@ def coco_source(tmp_path) -> Path:
     return root
 
 
+def etag_of(data: bytes) -> str:
+    return f'"{hashlib.sha256(data).hexdigest()[:32]}"'
+
+
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder; honours ``Range: bytes=N-`` unless the server says not to, and records
-    every request."""
+    """Serves a folder as a Range-capable server does: ``Range: bytes=N-`` (unless the server
+    says not to), 416 for a range that starts at the end, an ETag, and ``If-Range`` (the whole
+    file when the ETag is not the one given). Records every request."""
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):
         self.server.requests.append((self.path, self.headers.get("Range")))
+        self.server.if_range.append(self.headers.get("If-Range"))
         path = Path(self.translate_path(self.path))
         if not path.is_file():
             self.send_error(404)
             return
         data = path.read_bytes()
         wanted = self.headers.get("Range")
-        if wanted and self.server.honour_range:
+        still = self.headers.get("If-Range") in (None, etag_of(data))
+        if wanted and self.server.honour_range and still:
             start = int(wanted.removeprefix("bytes=").rstrip("-"))
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             data = data[start:]
         else:
             self.send_response(200)
+        self.send_header("ETag", etag_of(path.read_bytes()))
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -92,7 +106,7 @@ def http_server(coco_source):
         return RangeHandler(*args, directory=str(coco_source), **kwargs)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.requests, server.honour_range = [], True
+    server.requests, server.if_range, server.honour_range = [], [], True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -505,13 +519,21 @@ def test_list_objects_v2_pages_are_read():
     ns = "http://s3.amazonaws.com/doc/2006-03-01/"
     body = (
         f'<ListBucketResult xmlns="{ns}"><IsTruncated>true</IsTruncated>'
-        "<Contents><Key>coco/a.jpg</Key><Size>12</Size></Contents>"
+        '<Contents><Key>coco/a.jpg</Key><Size>12</Size><ETag>"9e107d9d372bb6826bd81d3542a419d6"</ETag></Contents>'
         "<Contents><Key>coco/b c.jpg</Key><Size>0</Size></Contents>"
         "<NextContinuationToken>tok/en=</NextContinuationToken></ListBucketResult>"
     ).encode()
-    assert parse_list_objects(body) == ([("coco/a.jpg", 12), ("coco/b c.jpg", 0)], "tok/en=")
+    assert parse_list_objects(body) == (
+        [("coco/a.jpg", 12, '"9e107d9d372bb6826bd81d3542a419d6"'), ("coco/b c.jpg", 0, None)],
+        "tok/en=",
+    )
     last = body.replace(b"<IsTruncated>true", b"<IsTruncated>false")
     assert parse_list_objects(last)[1] is None
+
+
+def md5_etag(data: bytes) -> str:
+    """S3's ETag of an object uploaded in one part: its MD5, quoted."""
+    return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
 
 
 class SigningS3Handler(http.server.BaseHTTPRequestHandler):
@@ -571,7 +593,7 @@ class SigningS3Handler(http.server.BaseHTTPRequestHandler):
         more = start + len(page) < len(keys)
         contents = "".join(
             f"<Contents><Key>{escape(key)}</Key><Size>{(root / key).stat().st_size}</Size>"
-            "</Contents>"
+            f"<ETag>{escape(md5_etag((root / key).read_bytes()))}</ETag></Contents>"
             for key in page
         )
         token = (
@@ -588,10 +610,22 @@ class SigningS3Handler(http.server.BaseHTTPRequestHandler):
 
     def get_object(self, path: Path) -> None:
         data = path.read_bytes()
+        etag = md5_etag(data)
+        if self.headers.get("If-Match") not in (None, etag):
+            self.fail(412, "PreconditionFailed")
+            return
         wanted = self.headers.get("Range")
         if wanted:
-            data = data[int(wanted.removeprefix("bytes=").rstrip("-")) :]
+            start = int(wanted.removeprefix("bytes=").rstrip("-"))
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            data = data[start:]
         self.send_response(206 if wanted else 200)
+        self.send_header("ETag", etag)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -665,3 +699,130 @@ def test_s3_errors_carry_the_server_code_and_never_the_secret(coco_source, tmp_p
     for result in (missing, wrong):
         assert s3_server.secret not in result.stderr + result.stdout
         assert "wrong-secret-value" not in result.stderr + result.stdout
+
+
+# ---- resuming what cannot be resumed, and objects that changed at the source
+
+
+def partial_of(dest: Path, name: str) -> Path:
+    partial = dest / ".gpuops-stage" / "partial" / name
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    return partial
+
+
+def test_a_whole_partial_file_answered_416_is_checked_by_its_checksum_and_finished(
+    coco_source, tmp_path, http_server
+):
+    # A kill between the last write and the rename leaves the partial whole.
+    sums = write_manifest(coco_source)
+    dest = tmp_path / "dest"
+    whole = (coco_source / "big.bin").read_bytes()
+    partial_of(dest, "big.bin").write_bytes(whole)
+    summary, messages = run(HttpSource(url_of(http_server)), dest)
+    assert sha256_of(dest / "big.bin") == sums["big.bin"]
+    assert ("/big.bin", f"bytes={len(whole)}-") in http_server.requests
+    # Only the refused resume: the file was not fetched again.
+    assert [request for request in http_server.requests if request[0] == "/big.bin"] == [
+        ("/big.bin", f"bytes={len(whole)}-")
+    ]
+    assert summary.resumed_files == 1 and summary.redone_files == 0
+    assert any("big.bin: the partial copy was whole already" in message for message in messages)
+
+
+def test_a_partial_file_answered_416_that_fails_its_checksum_is_fetched_whole(
+    coco_source, tmp_path, http_server
+):
+    sums = write_manifest(coco_source)
+    dest = tmp_path / "dest"
+    size = (coco_source / "big.bin").stat().st_size
+    partial_of(dest, "big.bin").write_bytes(b"\0" * size)
+    summary, messages = run(HttpSource(url_of(http_server)), dest)
+    assert sha256_of(dest / "big.bin") == sums["big.bin"]
+    assert ("/big.bin", None) in http_server.requests  # fetched whole after the 416
+    assert any("refused to resume (HTTP 416); copying it again" in message for message in messages)
+
+
+def test_a_resume_sends_if_range_and_a_file_changed_since_is_fetched_whole(
+    coco_source, tmp_path, http_server
+):
+    dest = tmp_path / "dest"
+    old = (coco_source / "big.bin").read_bytes()
+    # An earlier run began the copy of the old file and kept the server's ETag of it.
+    partial_of(dest, "big.bin").write_bytes(old[:4096])
+    validator = dest / ".gpuops-stage" / "validators" / "big.bin"
+    validator.parent.mkdir(parents=True)
+    validator.write_text(etag_of(old))
+    (coco_source / "big.bin").write_bytes(os.urandom(len(old)))
+    sums = write_manifest(coco_source)
+    summary, _messages = run(HttpSource(url_of(http_server)), dest)
+    assert etag_of(old) in http_server.if_range
+    # The server sent the new file whole: nothing of the old one was kept, nothing redone.
+    assert (summary.resumed_files, summary.redone_files) == (0, 0)
+    assert sha256_of(dest / "big.bin") == sums["big.bin"]
+    assert not validator.exists()
+
+
+def s3_source(server, bucket_root, name="datasets"):
+    server.buckets[name] = bucket_root
+    return S3Source(endpoint_of(server), name, "", "us-east-1", "AKIDTEST", server.secret)
+
+
+def test_without_a_manifest_an_object_changed_at_the_same_size_is_copied_again(
+    coco_source, tmp_path, s3_server
+):
+    source = s3_source(s3_server, coco_source)
+    dest = tmp_path / "dest"
+    first, _messages = run(source, dest)
+    assert first.copied_files == len(source.entries())
+    target = coco_source / "annotations" / "instances_val2017.json"
+    text = target.read_text()
+    target.write_text(text.replace("1", "2", 1) if "1" in text else text[::-1])
+    second, _messages = run(source, dest)
+    # The size and the staged file's mtime did not change; the ETag did.
+    assert (second.copied_files, second.skipped_files) == (1, first.copied_files - 1)
+    assert (dest / "annotations" / "instances_val2017.json").read_text() == target.read_text()
+    third, _messages = run(source, dest)
+    assert third.copied_files == 0
+
+
+def test_an_s3_resume_sends_if_match_and_an_object_changed_since_is_fetched_whole(
+    coco_source, tmp_path, s3_server
+):
+    dest = tmp_path / "dest"
+    old = (coco_source / "big.bin").read_bytes()
+    partial_of(dest, "big.bin").write_bytes(old[:4096])
+    validator = dest / ".gpuops-stage" / "validators" / "big.bin"
+    validator.parent.mkdir(parents=True)
+    validator.write_text(md5_etag(old))
+    (coco_source / "big.bin").write_bytes(os.urandom(len(old)))
+    summary, messages = run(s3_source(s3_server, coco_source), dest)
+    assert any("big.bin: changed at the source since its partial copy began" in m for m in messages)
+    assert (dest / "big.bin").read_bytes() == (coco_source / "big.bin").read_bytes()
+    assert summary.resumed_files == 0
+
+
+def test_a_whole_s3_partial_answered_416_is_vouched_for_by_its_md5_etag(
+    coco_source, tmp_path, s3_server
+):
+    dest = tmp_path / "dest"
+    whole = (coco_source / "big.bin").read_bytes()
+    partial_of(dest, "big.bin").write_bytes(whole)
+    summary, messages = run(s3_source(s3_server, coco_source), dest)
+    assert summary.resumed_files == 1
+    assert ("/datasets/big.bin", f"bytes={len(whole)}-") in s3_server.requests
+    assert ("/datasets/big.bin", None) not in s3_server.requests
+    assert (dest / "big.bin").read_bytes() == whole
+
+
+def test_a_journal_of_the_first_format_is_read_and_written_again(coco_source, tmp_path):
+    dest = tmp_path / "dest"
+    run(PathSource(str(coco_source)), dest)
+    journal = dest / ".gpuops-stage" / "done.log"
+    records = journal.read_text().splitlines()[1:]
+    # What an older stager wrote: sha256 size mtime_ns path.
+    journal.write_text(
+        "".join(" ".join(line.split(" ")[:3] + line.split(" ", 4)[4:]) + "\n" for line in records)
+    )
+    again, _messages = run(PathSource(str(coco_source)), dest)
+    assert again.copied_files == 0 and again.skipped_files == len(records)
+    assert journal.read_text().splitlines()[0] == stage.Journal.HEADER

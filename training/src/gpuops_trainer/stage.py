@@ -12,14 +12,20 @@ finds) and the checksums are computed while copying. ``--include PREFIX`` keeps 
 
 - Resumable: a file is written under ``<dest>/.gpuops-stage/partial/`` and renamed into place
   once whole and checked; an interrupted copy continues the partial file where it stopped
-  (an HTTP Range request; a server that ignores it sends the whole file, which is redone).
+  (an HTTP Range request; a server that ignores it sends the whole file, which is redone). The
+  resume names the object the partial began (``If-Range`` with its ETag or Last-Modified over
+  HTTP, ``If-Match`` with its ETag on S3), so an object changed since is fetched whole. A
+  resume answered 416 (a kill between the last write and the rename left the partial whole)
+  finishes the file once its checksum holds (the manifest's sha256, else an S3 MD5 ETag), and
+  otherwise fetches it whole.
 - Checksummed: every file is hashed while it is written and compared with the manifest's
   sha256; a mismatch fails (exit 3) naming the file. A resumed file that mismatches is redone
   once from its first byte before that. The checksums of everything staged are kept beside the
   data in ``<dest>/.gpuops-stage/SHA256SUMS`` (``cd <dest> && sha256sum -c`` reads it).
-- Idempotent: a finished file is recorded (sha256, size, mtime) in a journal; a later run
-  skips every file whose record still matches the file and the manifest, so a second run
-  copies nothing. ``--verify`` re-hashes the skipped files instead of trusting the record.
+- Idempotent: a finished file is recorded (sha256, size, mtime, and a bucket's ETag) in a
+  journal; a later run skips every file whose record still matches the file and the manifest
+  (without a manifest, the bucket's ETag: an object changed at the same size is copied again),
+  so a second run copies nothing. ``--verify`` re-hashes the skipped files instead of trusting the record.
 
 The last stdout line is one JSON record: ``{"event": "stage", "copied_files": ...,
 "copied_bytes": ..., "resumed_files": ..., "skipped_files": ..., "skipped_bytes": ...}``.
@@ -72,6 +78,20 @@ class DataError(StageError):
     exit_code = EXIT_DATA
 
 
+class RangeNotSatisfiable(StageError):
+    """HTTP 416 to a resumed GET: the partial file may already hold the whole object
+    (``total``, from ``Content-Range: bytes */N``, when the server says)."""
+
+    def __init__(self, message: str, total: int | None):
+        super().__init__(message)
+        self.total = total
+
+
+class ObjectChanged(StageError):
+    """HTTP 412 to a resumed GET with ``If-Match``: the object is not the one the partial file
+    began; it is fetched whole again."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """One file to stage: its path under the dataset root, and what the source says of it."""
@@ -79,6 +99,7 @@ class Entry:
     path: str
     sha256: str | None = None
     size: int | None = None
+    etag: str | None = None  # a bucket's ETag of the object, compared when there is no sha256
 
 
 @dataclass
@@ -168,12 +189,15 @@ def merge_listing(listed: list[Entry], manifest: list[Entry] | None, origin: str
     one (a file it names that is absent is a data error); else everything listed."""
     if manifest is None:
         return listed
-    sizes = {entry.path: entry.size for entry in listed}
-    absent = [entry.path for entry in manifest if entry.path not in sizes]
+    found = {entry.path: entry for entry in listed}
+    absent = [entry.path for entry in manifest if entry.path not in found]
     if absent:
         more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
         raise DataError(f"{origin} names file(s) the source lacks: {', '.join(absent[:3])}{more}")
-    return [Entry(entry.path, entry.sha256, sizes[entry.path]) for entry in manifest]
+    return [
+        Entry(entry.path, entry.sha256, found[entry.path].size, found[entry.path].etag)
+        for entry in manifest
+    ]
 
 
 def select(entries: list[Entry], include: list[str]) -> list[Entry]:
@@ -194,13 +218,17 @@ def select(entries: list[Entry], include: list[str]) -> list[Entry]:
 
 
 class Source:
-    """Where the files come from: ``entries()`` lists them, ``open(path, offset)`` returns a
-    stream and the offset it starts at (0 when the source cannot start further on)."""
+    """Where the files come from: ``entries()`` lists them; ``open(path, offset, validator)``
+    returns a stream, the offset it starts at (0 when the source cannot start further on or the
+    object is no longer the one ``validator`` names) and the validator of what it sends (an
+    ETag or a Last-Modified date, None when the source has none)."""
 
     def entries(self) -> list[Entry]:
         raise NotImplementedError
 
-    def open(self, path: str, offset: int) -> tuple[BinaryIO, int]:
+    def open(
+        self, path: str, offset: int, validator: str | None = None
+    ) -> tuple[BinaryIO, int, str | None]:
         raise NotImplementedError
 
 
@@ -229,12 +257,14 @@ class PathSource(Source):
             manifest = parse_manifest(manifest_file.read_text(encoding="utf-8"), str(manifest_file))
         return merge_listing(listed, manifest, str(manifest_file))
 
-    def open(self, path: str, offset: int) -> tuple[BinaryIO, int]:
+    def open(
+        self, path: str, offset: int, validator: str | None = None
+    ) -> tuple[BinaryIO, int, str | None]:
         # A link to a file outside the folder would copy the node's own files into the volume.
         source = contained(self.root, path, f"source folder {self.root}")
         stream = open(source, "rb")  # noqa: SIM115 - the caller closes it
         stream.seek(offset)
-        return stream, offset
+        return stream, offset, None
 
 
 def _http_error(method: str, url: str, error: urllib.error.HTTPError) -> StageError:
@@ -248,8 +278,14 @@ def _http_error(method: str, url: str, error: urllib.error.HTTPError) -> StageEr
         detail = f": {code}" + (f" ({message})" if message else "") if code else ""
     except (ElementTree.ParseError, OSError, ValueError):
         pass
+    message = f"{method} {url}: HTTP {error.code} {error.reason}{detail}"
+    if error.code == 416:
+        total = (error.headers.get("Content-Range") or "").rpartition("/")[2]
+        return RangeNotSatisfiable(message, int(total) if total.isdigit() else None)
+    if error.code == 412:
+        return ObjectChanged(message)
     kind = DataError if error.code in (404, 410) else StageError
-    return kind(f"{method} {url}: HTTP {error.code} {error.reason}{detail}")
+    return kind(message)
 
 
 def _get(url: str, headers: dict[str, str], timeout: float, what: str) -> urllib.request.addinfourl:
@@ -263,10 +299,15 @@ def _get(url: str, headers: dict[str, str], timeout: float, what: str) -> urllib
         raise StageError(f"GET {what}: {reason}") from None
 
 
-def _ranged(response, offset: int) -> int:
-    """The offset a GET with ``Range: bytes=offset-`` starts at: ``offset`` for 206 Partial
-    Content, 0 for a server that sent the whole file."""
-    return offset if offset and response.status == 206 else 0
+def _ranged(response, offset: int) -> tuple[BinaryIO, int, str | None]:
+    """The response, the offset a GET with ``Range: bytes=offset-`` starts at (``offset`` for
+    206 Partial Content, 0 for a server that sent the whole file) and the response's validator:
+    its strong ETag, else its Last-Modified date."""
+    etag = response.headers.get("ETag")
+    validator = (
+        etag if etag and not etag.startswith("W/") else response.headers.get("Last-Modified")
+    )
+    return response, (offset if offset and response.status == 206 else 0), validator
 
 
 class HttpSource(Source):
@@ -286,11 +327,15 @@ class HttpSource(Source):
             text = response.read().decode("utf-8")
         return parse_manifest(text, url)
 
-    def open(self, path: str, offset: int) -> tuple[BinaryIO, int]:
+    def open(
+        self, path: str, offset: int, validator: str | None = None
+    ) -> tuple[BinaryIO, int, str | None]:
         headers = {"Range": f"bytes={offset}-"} if offset else {}
+        if offset and validator:
+            # The rest of the file only if it is still the one the partial began; else all of it.
+            headers["If-Range"] = validator
         url = self.url(path)
-        response = _get(url, headers, self.timeout, url)
-        return response, _ranged(response, offset)
+        return _ranged(_get(url, headers, self.timeout, url), offset)
 
 
 # ---- S3 (Signature Version 4)
@@ -377,15 +422,17 @@ def _local_name(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def parse_list_objects(body: bytes) -> tuple[list[tuple[str, int]], str | None]:
-    """``([(key, size)], next continuation token or None)`` of a ListObjectsV2 response."""
+def parse_list_objects(body: bytes) -> tuple[list[tuple[str, int, str | None]], str | None]:
+    """``([(key, size, etag)], next continuation token or None)`` of a ListObjectsV2 response."""
     root = ElementTree.fromstring(body)
     objects, token, truncated = [], None, False
     for child in root:
         name = _local_name(child.tag)
         if name == "Contents":
             values = {_local_name(item.tag): item.text or "" for item in child}
-            objects.append((values["Key"], int(values.get("Size") or 0)))
+            objects.append(
+                (values["Key"], int(values.get("Size") or 0), values.get("ETag") or None)
+            )
         elif name == "NextContinuationToken":
             token = child.text
         elif name == "IsTruncated":
@@ -432,7 +479,7 @@ class S3Source(Source):
         shown = f"s3://{self.bucket}/{key}" if key is not None else f"s3://{self.bucket}"
         return _get(url, signed, self.timeout, f"{shown} ({self.endpoint})")
 
-    def list_objects(self) -> Iterator[tuple[str, int]]:
+    def list_objects(self) -> Iterator[tuple[str, int, str | None]]:
         token = None
         while True:
             query = {"list-type": "2", "prefix": self.prefix}
@@ -449,14 +496,14 @@ class S3Source(Source):
     def entries(self) -> list[Entry]:
         origin = f"s3://{self.bucket}/{self.prefix}"
         listed, has_manifest = [], False
-        for key, size in self.list_objects():
+        for key, size, etag in self.list_objects():
             relative = key[len(self.prefix) :]
             if not relative or key.endswith("/"):
                 continue  # the prefix itself, or a folder marker
             if relative == self.manifest:
                 has_manifest = True
                 continue
-            listed.append(Entry(safe_path(relative, origin), None, size))
+            listed.append(Entry(safe_path(relative, origin), None, size, etag))
         if not listed and not has_manifest:
             raise DataError(f"{origin}: no objects under the prefix")
         manifest = None
@@ -466,10 +513,14 @@ class S3Source(Source):
             manifest = parse_manifest(text, origin + self.manifest)
         return merge_listing(listed, manifest, origin + self.manifest)
 
-    def open(self, path: str, offset: int) -> tuple[BinaryIO, int]:
+    def open(
+        self, path: str, offset: int, validator: str | None = None
+    ) -> tuple[BinaryIO, int, str | None]:
         headers = {"Range": f"bytes={offset}-"} if offset else {}
-        response = self._request(self.prefix + path, {}, headers)
-        return response, _ranged(response, offset)
+        if offset and validator:
+            # S3 has no If-Range: a changed object answers 412, and is fetched whole again.
+            headers["If-Match"] = validator
+        return _ranged(self._request(self.prefix + path, {}, headers), offset)
 
 
 # --------------------------------------------------------------------------------------
@@ -484,6 +535,7 @@ class Record:
     sha256: str
     size: int
     mtime_ns: int
+    etag: str | None = None  # the bucket's ETag of the object copied, when it gave one
 
 
 def file_sha256(path: Path) -> str:
@@ -495,22 +547,47 @@ def file_sha256(path: Path) -> str:
 
 
 class Journal:
-    """``<dest>/.gpuops-stage/done.log``: one ``sha256 size mtime_ns path`` line per finished
-    file, appended and flushed as each file completes; the last line of a path wins."""
+    """``<dest>/.gpuops-stage/done.log``: one ``sha256 size mtime_ns etag path`` line per
+    finished file (``-`` for no ETag), after a first line naming the format, appended and
+    flushed as each file completes; the last line of a path wins. A journal of the first
+    format (``sha256 size mtime_ns path``) is read and written again in this one."""
+
+    HEADER = "# gpuops-stage journal 2: sha256 size mtime_ns etag path"
 
     def __init__(self, state_dir: Path):
         self.file = state_dir / "done.log"
         self.records: dict[str, Record] = {}
-        if self.file.is_file():
-            for line in self.file.read_text(encoding="utf-8").splitlines():
-                fields = line.split(" ", 3)
-                if len(fields) == 4 and fields[1].isdigit() and fields[2].isdigit():
-                    self.records[fields[3]] = Record(fields[0], int(fields[1]), int(fields[2]))
+        lines = self.file.read_text(encoding="utf-8").splitlines() if self.file.is_file() else []
+        current = bool(lines) and lines[0] == self.HEADER
+        for line in lines[1:] if current else lines:
+            fields = line.split(" ", 4 if current else 3)
+            if len(fields) < 4 or not (fields[1].isdigit() and fields[2].isdigit()):
+                continue
+            etag = (fields[3] if fields[3] != "-" else None) if current else None
+            if current and len(fields) < 5:
+                continue
+            self.records[fields[-1]] = Record(fields[0], int(fields[1]), int(fields[2]), etag)
+        if not current:
+            self._rewrite()
+
+    @staticmethod
+    def _line(path: str, record: Record) -> str:
+        return f"{record.sha256} {record.size} {record.mtime_ns} {record.etag or '-'} {path}\n"
+
+    def _rewrite(self) -> None:
+        temporary = self.file.with_suffix(".tmp")
+        temporary.write_text(
+            self.HEADER
+            + "\n"
+            + "".join(self._line(path, record) for path, record in self.records.items()),
+            encoding="utf-8",
+        )
+        os.replace(temporary, self.file)
 
     def add(self, path: str, record: Record) -> None:
         self.records[path] = record
         with open(self.file, "a", encoding="utf-8") as stream:
-            stream.write(f"{record.sha256} {record.size} {record.mtime_ns} {path}\n")
+            stream.write(self._line(path, record))
             stream.flush()
             os.fsync(stream.fileno())
 
@@ -574,6 +651,8 @@ class Stager:
             and record.size == stat.st_size
             and record.mtime_ns == stat.st_mtime_ns
             and entry.sha256 in (None, record.sha256)
+            # Without a checksum, a bucket's ETag tells an object changed at the same size.
+            and (entry.sha256 is not None or entry.etag is None or entry.etag == record.etag)
         )
         if current and not self.verify:
             return stat.st_size
@@ -584,24 +663,44 @@ class Stager:
         if digest != wanted:
             self.log(f"{PROG}: {entry.path}: sha256 differs from the source's, copying it again")
             return None
-        self.journal.add(entry.path, Record(digest, stat.st_size, stat.st_mtime_ns))
+        self.journal.add(entry.path, Record(digest, stat.st_size, stat.st_mtime_ns, entry.etag))
         return stat.st_size
 
     def _copy(self, entry: Entry) -> tuple[int, int, int]:
         """Copy one file through its partial file; (resumed, redone, bytes written)."""
         partial = self._in_dest(f"{STATE_DIR}/partial/{entry.path}")
+        # What the source said of the object the partial file began (ETag or Last-Modified).
+        validator_file = self._in_dest(f"{STATE_DIR}/validators/{entry.path}")
         target = self._in_dest(entry.path)
         partial.parent.mkdir(parents=True, exist_ok=True)
         offset = partial.stat().st_size if partial.is_file() else 0
         if entry.size is not None and offset > entry.size:
             offset = 0
-        resumed, written, digest = self._fetch(entry, partial, offset)
+        validator = (
+            validator_file.read_text(encoding="utf-8")
+            if offset and validator_file.is_file()
+            else None
+        )
+        try:
+            resumed, written, digest = self._fetch(
+                entry, partial, offset, validator, validator_file
+            )
+        except RangeNotSatisfiable as refused:
+            resumed, written, digest = self._whole_partial(
+                entry, partial, offset, refused.total, validator_file
+            )
+        except ObjectChanged:
+            self.log(
+                f"{PROG}: {entry.path}: changed at the source since its partial copy began, "
+                "copying it again"
+            )
+            resumed, written, digest = self._fetch(entry, partial, 0, None, validator_file)
         redone = 0
         if entry.sha256 and digest != entry.sha256 and resumed:
             # The kept part may be what is wrong: fetch the whole file once more.
             self.log(f"{PROG}: {entry.path}: resumed copy fails its checksum, copying it again")
             redone = 1
-            resumed, more, digest = self._fetch(entry, partial, 0)
+            resumed, more, digest = self._fetch(entry, partial, 0, None, validator_file)
             written += more
         size = partial.stat().st_size
         if entry.sha256 and digest != entry.sha256:
@@ -614,16 +713,46 @@ class Stager:
             raise StageError(f"{entry.path}: copied {size} bytes, the source lists {entry.size}")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(partial, target)
+        validator_file.unlink(missing_ok=True)
         stat = target.stat()
-        self.journal.add(entry.path, Record(digest, stat.st_size, stat.st_mtime_ns))
+        self.journal.add(entry.path, Record(digest, stat.st_size, stat.st_mtime_ns, entry.etag))
         return resumed, redone, written
 
-    def _fetch(self, entry: Entry, partial: Path, offset: int) -> tuple[int, int, str]:
-        """Write the file to ``partial`` from ``offset`` on (hashing what is kept first);
-        (whether it resumed, bytes written, sha256 of the whole file)."""
+    def _whole_partial(
+        self, entry: Entry, partial: Path, offset: int, total: int | None, validator_file: Path
+    ) -> tuple[int, int, str]:
+        """The source answered 416 to a resume: a partial file as long as the object (a kill
+        between its last write and its rename) is finished once its checksum (the manifest's
+        sha256, else a bucket's MD5 ETag) vouches for it; any other is dropped and the file
+        fetched whole."""
+        length = total if total is not None else entry.size
+        if offset and offset == length:
+            digest = file_sha256(partial)
+            if digest == entry.sha256 or (
+                entry.sha256 is None and _md5_etag_matches(partial, entry.etag)
+            ):
+                self.log(
+                    f"{PROG}: {entry.path}: the partial copy was whole already; its checksum holds"
+                )
+                return 1, 0, digest
+        self.log(f"{PROG}: {entry.path}: the source refused to resume (HTTP 416); copying it again")
+        return self._fetch(entry, partial, 0, None, validator_file)
+
+    def _fetch(
+        self, entry: Entry, partial: Path, offset: int, validator: str | None, validator_file: Path
+    ) -> tuple[int, int, str]:
+        """Write the file to ``partial`` from ``offset`` on (hashing what is kept first), and
+        keep the source's validator of a copy begun from its first byte; (whether it resumed,
+        bytes written, sha256 of the whole file)."""
         digest = hashlib.sha256()
-        stream, start = self.source.open(entry.path, offset)
+        stream, start, answered = self.source.open(entry.path, offset, validator)
         with stream:
+            if not start:
+                validator_file.parent.mkdir(parents=True, exist_ok=True)
+                if answered:
+                    validator_file.write_text(answered, encoding="utf-8")
+                else:
+                    validator_file.unlink(missing_ok=True)
             if start and start == offset:
                 with open(partial, "rb") as kept:
                     for block in iter(lambda: kept.read(CHUNK), b""):
@@ -654,6 +783,19 @@ class Stager:
         temporary = target.with_suffix(".tmp")
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, target)
+
+
+def _md5_etag_matches(path: Path, etag: str | None) -> bool:
+    """Whether a bucket's ETag is the file's MD5 (what S3 gives an object uploaded in one part;
+    a multipart ETag, ``<hex>-<parts>``, says nothing of the bytes)."""
+    value = (etag or "").strip('"').lower()
+    if len(value) != 32 or any(char not in "0123456789abcdef" for char in value):
+        return False
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest() == value
 
 
 def check_layout(dest: Path, dataset: str, splits: list[str]) -> list[str]:
