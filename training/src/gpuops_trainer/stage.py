@@ -25,7 +25,8 @@ finds) and the checksums are computed while copying. ``--include PREFIX`` keeps 
 - Idempotent: a finished file is recorded (sha256, size, mtime, and a bucket's ETag) in a
   journal; a later run skips every file whose record still matches the file and the manifest
   (without a manifest, the bucket's ETag: an object changed at the same size is copied again),
-  so a second run copies nothing. ``--verify`` re-hashes the skipped files instead of trusting the record.
+  so a second run copies nothing. ``--verify`` re-hashes the skipped files instead of
+  trusting the record.
 
 The last stdout line is one JSON record: ``{"event": "stage", "copied_files": ...,
 "copied_bytes": ..., "resumed_files": ..., "skipped_files": ..., "skipped_bytes": ...}``.
