@@ -18,6 +18,8 @@ put the prefix back.
 
 from __future__ import annotations
 
+import ipaddress
+
 from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
@@ -28,6 +30,10 @@ from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
 from ansible_collections.gpuops.training.plugins.module_utils.openshift_scc import (
     parse_id_range,
     training_scc,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.pod_scheduling import (
+    COMPONENT_LABEL,
+    RANKS_COMPONENT,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import QuantityError, parse_quantity
 
@@ -42,6 +48,9 @@ PVCS = ("dataset", "checkpoint")
 RULE_KEYS = ("apiGroups", "resources", "verbs", "resourceNames")
 LIMIT_RANGE_NAME = "container-defaults"
 QUOTA_NAME = "training-quota"
+NETWORK_POLICY_NAME = "training-ranks"
+# The label every rank's pod carries.
+RANKS_SELECTOR = {COMPONENT_LABEL: RANKS_COMPONENT}
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 SCC_CHOICES = ("auto", "true", "false")
 # The SCC is cluster-scoped: its default name carries the namespace's, so that two training
@@ -147,6 +156,7 @@ def namespace_problems(settings):
     _scc_problems(check)
     _priority_class_problems(check)
     _kueue_problems(check)
+    _network_policy_problems(check)
     container_limits = _limit_range_problems(check)
     _quota_problems(check, container_limits, storage_total)
     return check.problems
@@ -376,6 +386,60 @@ def _quota_problems(check, container_limits, storage_total):
         )
 
 
+def _network_policy_problems(check):
+    check.bool("network_policy")
+    egress = check.get("network_policy_egress")
+    if not isinstance(egress, list):
+        check.add("network_policy_egress", "must be a list of {cidr, ports}, got %r" % (egress,))
+        return
+    for index, rule in enumerate(egress):
+        where = "network_policy_egress[%d]" % index
+        if not isinstance(rule, dict) or set(rule) - {"cidr", "ports"} or "cidr" not in rule:
+            check.add(where, "must be a mapping with cidr and optional ports (e.g. {cidr: 10.0.0.0/8, "
+                      "ports: [443]}), got %r" % (rule,))  # fmt: skip
+            continue
+        try:
+            ipaddress.ip_network(str(rule["cidr"]), strict=False)
+        except ValueError:
+            check.add(where, "cidr must be a CIDR such as 10.0.0.0/8, got %r" % (rule["cidr"],))
+        ports = rule.get("ports", [])
+        if not isinstance(ports, list) or not all(
+            isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 for port in ports
+        ):
+            check.add(where, "ports must be a list of TCP ports from 1 to 65535, got %r" % (ports,))
+
+
+def network_policy(settings):
+    """The ranks' NetworkPolicy: they reach each other and are reached from the namespace's
+    pods (rendezvous, NCCL's sockets, an MPIJob's launcher), resolve names, and reach beyond
+    that only the CIDRs of ``network_policy_egress`` (data sources, experiment trackers).
+    Secondary networks (Multus, SR-IOV: RDMA) are not the pod network's, and not affected."""
+    same_namespace = [{"podSelector": {}}]
+    egress = [
+        {"to": same_namespace},
+        {
+            "to": [{"namespaceSelector": {}}],
+            "ports": [{"protocol": protocol, "port": 53} for protocol in ("UDP", "TCP")],
+        },
+    ]
+    for rule in settings.get("network_policy_egress") or []:
+        entry = {"to": [{"ipBlock": {"cidr": str(rule["cidr"])}}]}
+        if rule.get("ports"):
+            entry["ports"] = [{"protocol": "TCP", "port": port} for port in rule["ports"]]
+        egress.append(entry)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(NETWORK_POLICY_NAME, settings["name"]),
+        "spec": {
+            "podSelector": {"matchLabels": dict(RANKS_SELECTOR)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": same_namespace}],
+            "egress": egress,
+        },
+    }
+
+
 def _kueue_problems(check):
     """The ClusterQueue (empty for no LocalQueue) and the LocalQueue's name, which is also the
     value of the label the training jobs carry."""
@@ -524,6 +588,9 @@ def namespace_objects(settings):
                 "spec": {"hard": hard},
             }
         )
+
+    if settings.get("network_policy"):
+        objects.append(network_policy(settings))
 
     if settings.get("kueue_cluster_queue"):
         objects.append(

@@ -139,11 +139,16 @@ def secret_env(settings):
 NODE_NAME_ENV = {"name": "GPUOPS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
+# The pod's root filesystem is read-only: home and caches (torch, triton, pip) live in /tmp.
+WRITABLE_HOME_ENV = (("HOME", "/tmp"), ("XDG_CACHE_HOME", "/tmp/.cache"))
+
+
 def container_env(settings):
+    pairs = env_pairs(settings)
+    named = {key for key, _value in pairs} | set(settings.get("env_from_secrets") or {})
+    pairs = [(key, value) for key, value in WRITABLE_HOME_ENV if key not in named] + pairs
     return (
-        [{"name": key, "value": value} for key, value in env_pairs(settings)]
-        + secret_env(settings)
-        + [dict(NODE_NAME_ENV)]
+        [{"name": key, "value": value} for key, value in pairs] + secret_env(settings) + [dict(NODE_NAME_ENV)]
     )
 
 
@@ -163,8 +168,16 @@ def resources(settings):
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+# Everything a rank writes outside its volumes (torchrun's rendezvous files, caches, temporary
+# files) goes here: the container's root filesystem is read-only.
+TMP_MOUNT = "/tmp"
+
+
 def volumes(settings):
-    result = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ts.shm_size(settings)}}]
+    result = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ts.shm_size(settings)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
     if settings.get("checkpoint_pvc"):
         result.append(
             {"name": "checkpoints", "persistentVolumeClaim": {"claimName": settings["checkpoint_pvc"]}}
@@ -185,6 +198,7 @@ def volumes(settings):
 def volume_mounts(settings):
     result = [
         {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": TMP_MOUNT},
         {"name": "checkpoints", "mountPath": settings.get("checkpoint_mount")},
     ]
     if settings.get("dataset_pvc"):
@@ -194,10 +208,12 @@ def volume_mounts(settings):
 
 def container_security_context():
     """IPC_LOCK (RDMA memory registration) and nothing else: every other capability the
-    runtime grants by default is dropped; never privileged."""
+    runtime grants by default is dropped; never privileged; a read-only root filesystem (what
+    a rank writes goes to its volumes and /tmp)."""
     return {
         "allowPrivilegeEscalation": False,
         "privileged": False,
+        "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
     }
 
@@ -264,6 +280,10 @@ def pod_template(settings, command, container_name=None, ranks=True):
         # Thousands of services in a namespace would otherwise become environment variables.
         "enableServiceLinks": False,
     }
+    if ranks:
+        # The ranks never call the API: no token in their pods. (An MPIJob's launcher runs
+        # mpirun through kubectl exec, and keeps its ServiceAccount's token.)
+        spec["automountServiceAccountToken"] = False
     security = pod_security_context(settings)
     if security:
         spec["securityContext"] = security

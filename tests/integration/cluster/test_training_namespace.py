@@ -96,6 +96,7 @@ def test_first_run_creates_every_object_and_a_second_run_changes_nothing(converg
         "PersistentVolumeClaim %s/checkpoints" % namespace,
         "LimitRange %s/container-defaults" % namespace,
         "ResourceQuota %s/training-quota" % namespace,
+        "NetworkPolicy %s/training-ranks" % namespace,
         # The harness serves security.openshift.io (test_training_namespace_openshift.py).
         "SecurityContextConstraints gpuops-training-%s" % namespace,
         "Role %s/gpuops-training-%s" % (namespace, namespace),
@@ -149,7 +150,8 @@ def test_check_mode_on_a_new_namespace_lists_the_objects_and_creates_nothing(k8s
         deferred = run.reported("deferred_objects")
         assert "ResourceQuota %s/training-quota" % namespace in deferred, run
         assert "RoleBinding %s/gpuops-training-%s" % (namespace, namespace) in deferred, run
-        assert len(deferred) == 9, run
+        assert "NetworkPolicy %s/training-ranks" % namespace in deferred, run
+        assert len(deferred) == 10, run
         with pytest.raises(ApiException) as missing:
             core.read_namespace(namespace)
         assert missing.value.status == 404
@@ -342,7 +344,7 @@ def test_a_server_rejection_names_the_object_and_the_reason(converged, run_role)
     # Every object was tried in the one call; only the PriorityClass was rejected.
     assert len(run.reported("rejected_objects")) == 1, run
     assert (
-        "The API server rejected 1 of the 12 objects of namespace %s:"
+        "The API server rejected 1 of the 13 objects of namespace %s:"
         ' - PriorityClass %s: PriorityClass.scheduling.k8s.io "%s" is invalid:'
         " value: Forbidden: may not be changed in an update." % (namespace, priority_class, priority_class)
     ) in " ".join(run.output.split())

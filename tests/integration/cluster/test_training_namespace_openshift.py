@@ -95,7 +95,7 @@ def test_without_openshift_auto_creates_no_scc_and_true_fails_before_any_change(
         run = run_role("training_namespace", variables)
         assert run.rc == 0, run
         assert not [item for item in run.reported("changed_objects") if scc_name(namespace) in item], run
-        assert len(run.reported("changed_objects")) == 8, run
+        assert len(run.reported("changed_objects")) == 9, run
         gone = run_role("training_namespace", dict(variables, training_namespace_state="absent"))
         assert gone.rc == 0 and recap_changed(gone) == 2, gone
     finally:

@@ -334,8 +334,13 @@ def test_mpijob_runs_on_the_cluster_and_its_launchers_log_is_judged(
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "privileged": False,
+        "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
     }
+    # The workers never call the API; the launcher runs mpirun through kubectl exec and keeps
+    # its ServiceAccount's token.
+    assert workers["template"]["spec"]["automountServiceAccountToken"] is False
+    assert "automountServiceAccountToken" not in launcher["template"]["spec"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}} in workers["template"][
         "spec"

@@ -87,6 +87,21 @@ def test_two_pods_train_on_the_real_node_and_pass_verification(
     ]
     assert pods and all(pod["spec"]["nodeName"] == real_node.name for pod in pods)
     assert all(pod["status"]["qosClass"] == "Guaranteed" for pod in pods)
+    # Hardened and still training: no ServiceAccount token, a read-only root filesystem (what
+    # a rank writes outside its volumes goes to /tmp), the namespace's NetworkPolicy for ranks.
+    for pod in pods:
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert not any(
+            mount["mountPath"].startswith("/var/run/secrets") for mount in container["volumeMounts"]
+        )
+    policy = json.loads(
+        k8s_cluster.kubectl(
+            "get", "networkpolicy", "training-ranks", "-n", training_namespace, "-o", "json"
+        ).stdout
+    )
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "ranks"}
     if master:
         # The operator's init container on the Worker, from the template the harness gives it
         # (the training_operator role's): requests equal to limits, so the namespace's

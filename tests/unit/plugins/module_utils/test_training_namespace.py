@@ -51,6 +51,7 @@ def test_the_defaults_are_valid_and_build_every_object_in_apply_order():
         ("PersistentVolumeClaim", "checkpoints"),
         ("LimitRange", "container-defaults"),
         ("ResourceQuota", "training-quota"),
+        ("NetworkPolicy", "training-ranks"),
     ]
     for item in objects:
         assert item["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuops.training"
@@ -388,3 +389,39 @@ def test_the_scc_filter_refuses_bad_settings_naming_the_variable():
     ]
     with pytest.raises(AnsibleFilterError, match="training_namespace_scc_uid_range"):
         scc_filter(settings(scc_uid_range="all"))
+
+
+def test_the_ranks_reach_each_other_dns_and_only_the_egress_they_are_given():
+    policy = by_kind(
+        namespace_objects(settings(network_policy_egress=[{"cidr": "10.20.0.0/16", "ports": [443]}]))
+    )["NetworkPolicy"]
+    spec = policy["spec"]
+    # The label every rank's pod of the training_workload filter carries.
+    assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/component": "ranks"}}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"from": [{"podSelector": {}}]}]
+    assert spec["egress"] == [
+        {"to": [{"podSelector": {}}]},
+        {
+            "to": [{"namespaceSelector": {}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        },
+        {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+    ]
+    assert "NetworkPolicy" not in by_kind(namespace_objects(settings(network_policy=False)))
+
+
+@pytest.mark.parametrize(
+    ("egress", "message"),
+    [
+        ([{"cidr": "10.0.0.0/33"}], "network_policy_egress[0] cidr must be a CIDR such as 10.0.0.0/8"),
+        (
+            [{"cidr": "10.0.0.0/8", "ports": [0]}],
+            "network_policy_egress[0] ports must be a list of TCP ports",
+        ),
+        ([{"to": "10.0.0.0/8"}], "network_policy_egress[0] must be a mapping with cidr"),
+        ("10.0.0.0/8", "network_policy_egress must be a list of {cidr, ports}"),
+    ],
+)
+def test_bad_egress_entries_are_named(egress, message):
+    assert any(message in problem for problem in namespace_problems(settings(network_policy_egress=egress)))

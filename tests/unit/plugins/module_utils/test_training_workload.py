@@ -148,8 +148,15 @@ def test_every_kind_renders_the_same_pod_practices():
         assert container["securityContext"] == {
             "allowPrivilegeEscalation": False,
             "privileged": False,
+            "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
         }
+        # The ranks never call the API, and write outside their volumes only in /tmp.
+        assert spec["automountServiceAccountToken"] is False
+        assert {"name": "tmp", "emptyDir": {}} in spec["volumes"]
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        assert (env["HOME"], env["XDG_CACHE_HOME"]) == ("/tmp", "/tmp/.cache")
         assert spec["securityContext"] == {
             "seccompProfile": {"type": "RuntimeDefault"},
             "runAsUser": 2000,
@@ -161,7 +168,7 @@ def test_every_kind_renders_the_same_pod_practices():
         assert spec["restartPolicy"] == "OnFailure"
         # 8 ranks x (8 workers x 2 prefetched x 2 images x 3x1333x1333 float32 + 1Gi) = 13.1 GiB
         assert spec["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "14Gi"}}
-        assert spec["volumes"][1] == {
+        assert spec["volumes"][2] == {
             "name": "checkpoints",
             "persistentVolumeClaim": {"claimName": "checkpoints"},
         }
@@ -505,7 +512,7 @@ def test_shm_size_given_or_sized():
 def test_no_user_ids_and_no_pvc():
     pod = pod_of(tw.indexed_job(settings(run_as_user="", run_as_group=None, checkpoint_pvc="")), "Job")
     assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
-    assert pod["spec"]["volumes"][1] == {"name": "checkpoints", "emptyDir": {}}
+    assert pod["spec"]["volumes"][2] == {"name": "checkpoints", "emptyDir": {}}
     pod = pod_of(
         tw.indexed_job(settings(run_as_user=0, run_as_group="", seccomp_profile="Unconfined")), "Job"
     )
@@ -557,7 +564,7 @@ def test_extra_volumes_reach_every_kind_after_the_pods_own():
     mount = {"name": "host-libs", "mountPath": "/usr/local/nvidia", "readOnly": True}
     for pod in every_pod(settings(volumes=[HOST_LIBS], volume_mounts=[mount])).values():
         assert pod["spec"]["volumes"][-1] == HOST_LIBS
-        assert [volume["name"] for volume in pod["spec"]["volumes"]][:2] == ["dshm", "checkpoints"]
+        assert [volume["name"] for volume in pod["spec"]["volumes"]][:3] == ["dshm", "tmp", "checkpoints"]
         assert pod["spec"]["containers"][0]["volumeMounts"][-1] == mount
 
 
