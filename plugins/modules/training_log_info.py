@@ -301,8 +301,8 @@ ranks:
       description:
         - The rank's step time split, the median over its C(step) records of each - C(step_s) (the whole
           optimizer step), C(data_s) (waiting for the DataLoader), C(compute_s) (forward, loss, backward and
-          the optimizer step, without the waits in collectives), C(collective_s) (waiting in DDP's collectives:
-          the gradient all-reduce, the buffer broadcast at forward) - in seconds, and C(records), how many step
+          the optimizer step, without the waits in collectives), C(collective_s) (waiting in DDP's collectives,
+          the gradient all-reduce and the buffer broadcast before forward) - in seconds, and C(records), how many step
           records had it.
         - Null for a rank whose records carry no timing (a trainer that predates it).
       type: dict

@@ -107,7 +107,8 @@ def test_a_healthy_spread_is_not_a_straggler():
 
 def test_a_lower_threshold_names_what_the_default_lets_pass_and_0_turns_it_off():
     logs = [rank_log(0), rank_log(1, compute_s=1.15), rank_log(2), rank_log(3)]
-    assert [s["rank"] for s in parse_training_logs(pod_logs(*logs), straggler_percent=10)["stragglers"]] == [1]
+    stragglers = parse_training_logs(pod_logs(*logs), straggler_percent=10)["stragglers"]
+    assert [straggler["rank"] for straggler in stragglers] == [1]
     slow = [rank_log(0), rank_log(1, compute_s=3.0), rank_log(2), rank_log(3)]
     assert parse_training_logs(pod_logs(*slow), straggler_percent=0)["stragglers"] == []
 
