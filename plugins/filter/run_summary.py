@@ -22,6 +22,11 @@ description:
     O(memory.leak_fails) a suspected leak is a failure instead.
   - With O(memory.node_allocatable) the recommendation also states the pod's share of the node's RAM next to its
     share of the node's GPUs, and warns when the RAM share is the larger (the pod would strand GPUs).
+  - Its C(stragglers) are the ranks M(gpuops.training.training_log_info) names as stragglers (compute throughput more
+    than its C(straggler_percent) below the median of all ranks'), each placed with its C(pod) (from the name of the
+    log its records came from, C(logs/POD.log), on a cluster launcher) and its C(node) (from the run record's
+    C(pod_nodes), a mapping of pod names to node names, when present; else the node the rank recorded; on a local or
+    SSH launch the rank's host). Each is a warning with the remedy, or a failure with O(stragglers_fail).
   - The recommendation is for the busiest host or pod; on a cluster launcher it comes from the pod's
     memory cgroup working set when the ranks report it, else from the ranks' resident sets summed plus
     C(/dev/shm) for the DataLoader workers (sized as the P(gpuops.training.shm_size#filter) filter does).
@@ -74,6 +79,10 @@ options:
         description: The node's resource name of the GPUs.
         type: str
         default: nvidia.com/gpu
+  stragglers_fail:
+    description: A straggler fails the verdict instead of being a warning.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -87,6 +96,10 @@ EXAMPLES = r"""
       {{ training_job_result | gpuops.training.run_summary(training, nccl, memory={
            'buffer_percent': 20, 'leak_fails': true,
            'loader': {'workers': 4, 'batch_size': 2, 'sample_bytes': 7680000}}) }}
+
+- name: The same, a straggler failing the verdict
+  ansible.builtin.set_fact:
+    summary: "{{ training_job_result | gpuops.training.run_summary(training, nccl, stragglers_fail=true) }}"
 
 - name: Show the recommendation
   ansible.builtin.debug:
@@ -105,6 +118,11 @@ _value:
       O(memory.node_allocatable) C(node) and C(node_share) (C(memory_share), C(gpu_share), C(fair_memory),
       C(pods_per_node), C(stranded_gpus), C(strands_gpus), C(statement)), and a C(statement); null when no
       rank reported memory), C(leaks) and C(warnings).
+    - C(stragglers) has per straggler C(rank), C(compute_images_per_s), C(peer_median), C(percent_below), C(source)
+      (its log), C(pod), C(node), C(host) and a C(statement); C(straggler_percent) is the threshold it was judged
+      with, C(stragglers_fail) whether it fails the verdict, C(straggler_remedy) what to check on its node. Each rank
+      row has its C(timing) (median seconds per step - C(step_s), C(data_s), C(compute_s), C(collective_s)) and
+      C(compute_images_per_s).
   type: dict
 """
 
@@ -114,13 +132,14 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
 from ansible_collections.gpuops.training.plugins.module_utils.run_report import build_run_summary
 
 
-def run_summary(run, training, nccl, memory=None):
+def run_summary(run, training, nccl, memory=None, stragglers_fail=False):
     for name, value in (("the input", run), ("training", training), ("nccl", nccl), ("memory", memory or {})):
         if not isinstance(value, dict):
             raise AnsibleFilterError("run_summary: %s must be a dict, got %s" % (name, type(value).__name__))
     memory = _memory_options(memory or {})
+    fail = _bool_option("stragglers_fail", stragglers_fail)
     try:
-        return build_run_summary(run, training, nccl, memory)
+        return build_run_summary(run, training, nccl, memory, stragglers_fail=bool(fail))
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as error:
         # A field of another type than the launcher's record or the modules' results have.
         raise AnsibleFilterError(
@@ -152,14 +171,9 @@ def _memory_options(memory):
                 % (name, " of at least 0" if name == "buffer_percent" else " from 0 to below 100", value)
             )
         options[name] = number
-    leak_fails = memory.get("leak_fails")
+    leak_fails = _bool_option("memory.leak_fails", memory.get("leak_fails"))
     if leak_fails is not None:
-        text = str(leak_fails).strip().lower()
-        if text not in ("true", "false", "yes", "no", "1", "0"):
-            raise AnsibleFilterError(
-                "run_summary: memory.leak_fails must be true or false, got %r" % (leak_fails,)
-            )
-        options["leak_fails"] = text in ("true", "yes", "1")
+        options["leak_fails"] = leak_fails
     loader = memory.get("loader")
     if loader is not None:
         if not isinstance(loader, dict):
@@ -182,6 +196,16 @@ def _memory_options(memory):
             allocatable, options.get("gpu_resource") or "nvidia.com/gpu"
         )
     return options
+
+
+def _bool_option(name, value):
+    """True, false (booleans or their usual spellings), or None for None."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "yes", "no", "1", "0"):
+        raise AnsibleFilterError("run_summary: %s must be true or false, got %r" % (name, value))
+    return text in ("true", "yes", "1")
 
 
 def _node_allocatable(allocatable, gpu_resource):

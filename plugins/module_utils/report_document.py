@@ -4,8 +4,8 @@
 
 Pure text: the plots are drawn by ``report_plots`` and only referenced here by file name.
 Both documents carry the same sections: the verdict and what went wrong, the run at a
-glance, NCCL, warnings with their remedies, per-rank tables, per-epoch numbers, the curves
-and links to every log.
+glance, stragglers with their pod and node, NCCL, warnings with their remedies, per-rank
+tables, per-epoch numbers, the curves and links to every log.
 """
 
 from __future__ import annotations
@@ -95,11 +95,35 @@ def overview_rows(summary):
             ),
         ),  # fmt: skip
         ("Restarts", _text(summary.get("restarts", 0))),
+        ("Stragglers", _stragglers_text(summary)),
         ("Locked memory", _memlock_text(summary.get("memlock") or {})),
         ("Memory, next run", _recommendation_text((summary.get("memory") or {}).get("recommendation"))),
         ("NCCL", _text((summary.get("nccl") or {}).get("statement"))),
     ]
     return rows
+
+
+def _stragglers_text(summary):
+    """One line: the stragglers with pod and node, none, or why none could be named."""
+    stragglers = summary.get("stragglers") or []
+    percent = summary.get("straggler_percent")
+    if stragglers:
+        return "; ".join(
+            "rank %s (%s%s), %s %% below the median"
+            % (
+                row.get("rank"),
+                "pod %s, " % row["pod"] if row.get("pod") else "",
+                "node %s" % _text(row.get("node")),
+                _number(row.get("percent_below"), 1),
+            )
+            for row in stragglers
+        )
+    if not percent:
+        return "not checked"
+    timed = [row for row in summary.get("ranks") or [] if row.get("compute_images_per_s")]
+    if len(timed) < 2:
+        return "not measured (fewer than 2 ranks recorded step timing)"
+    return "none: every rank's compute throughput is within %s %% of the median" % _number(percent, 0)
 
 
 def _memlock_text(memlock):
@@ -183,6 +207,33 @@ def warnings_with_remedies(summary):
     ]
 
 
+STRAGGLER_COLUMNS = ("rank", "pod", "node", "compute images/s", "median of all ranks", "below median", "log")
+
+
+def straggler_rows(summary):
+    """One row of cells per straggler, slowest first."""
+    return [
+        [
+            _text(row.get("rank")),
+            _text(row.get("pod")),
+            _text(row.get("node")),
+            _number(row.get("compute_images_per_s"), 2),
+            _number(row.get("peer_median"), 2),
+            "%s %%" % _number(row.get("percent_below"), 1),
+            _text(row.get("source")),
+        ]
+        for row in summary.get("stragglers") or []
+    ]
+
+
+def _straggler_note(summary):
+    """What a straggler means for the verdict, and the remedy."""
+    return "%s. Remedy: %s." % (
+        "Each fails the run" if summary.get("stragglers_fail") else "A warning: the run can still pass",
+        summary.get("straggler_remedy") or "check the straggler's node",
+    )
+
+
 RANK_COLUMNS = (
     ("rank", "rank", None),
     ("host", "host", None),
@@ -191,6 +242,8 @@ RANK_COLUMNS = (
     ("epochs", "epochs", None),
     ("last epoch loss", "last_loss", 4),
     ("images/s", "images_per_s", 2),
+    ("compute images/s", "compute_images_per_s", 2),
+    ("collective s", "collective_s", 3),
     ("GPU", "gpu", None),
     ("transport", "transport", None),
     ("NET devices", "devices", None),
@@ -264,6 +317,17 @@ def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
         out += ["## What went wrong", ""]
         for failure in summary["failures"]:
             out += ["```", str(failure), "```", ""]
+    stragglers = straggler_rows(summary)
+    if stragglers:
+        out += ["## Stragglers", ""]
+        out.append("| " + " | ".join(STRAGGLER_COLUMNS) + " |")
+        out.append(
+            "|"
+            + "|".join("---" if title in ("pod", "node", "log") else "---:" for title in STRAGGLER_COLUMNS)
+            + "|"
+        )
+        out += ["| " + " | ".join(_md_escape(cell) for cell in row) + " |" for row in stragglers]
+        out += ["", _md_escape(_straggler_note(summary)), ""]
     warnings = warnings_with_remedies(summary)
     if warnings:
         out += ["## Warnings and remedies", ""]
@@ -373,6 +437,22 @@ def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
     if summary.get("failures"):
         out.append("<h2>What went wrong</h2>")
         out += ["<pre>%s</pre>" % esc(str(failure)) for failure in summary["failures"]]
+    stragglers = straggler_rows(summary)
+    if stragglers:
+        out.append(
+            "<h2>Stragglers</h2><table><tr>%s</tr>"
+            % "".join("<th>%s</th>" % esc(t) for t in STRAGGLER_COLUMNS)
+        )
+        for row in stragglers:
+            out.append(
+                "<tr>%s</tr>"
+                % "".join(
+                    "<td%s>%s</td>" % ("" if title in ("pod", "node", "log") else ' class="num"', esc(cell))
+                    for title, cell in zip(STRAGGLER_COLUMNS, row, strict=True)
+                )
+            )
+        out.append("</table>")
+        out.append("<p>%s</p>" % esc(_straggler_note(summary)))
     warnings = warnings_with_remedies(summary)
     if warnings:
         out.append("<h2>Warnings and remedies</h2><ul>")

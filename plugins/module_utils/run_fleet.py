@@ -45,6 +45,8 @@ def rank_rows(summary):
                 "epochs": train.get("epochs_completed"),
                 "last_loss": train.get("last_epoch_loss"),
                 "images_per_s": train.get("images_per_s"),
+                "compute_images_per_s": train.get("compute_images_per_s"),
+                "collective_s": (train.get("timing") or {}).get("collective_s"),
                 "gpu": gpu,
                 "transport": transport if comm else None,
                 "devices": devices if comm else None,
@@ -169,7 +171,8 @@ def _first_rank(row):
 
 
 CSV_COLUMNS = (
-    "rank", "host", "node", "status", "epochs", "last_loss", "images_per_s", "gpu", "transport", "devices",
+    "rank", "host", "node", "status", "epochs", "last_loss", "images_per_s", "compute_images_per_s",
+    "collective_s", "gpu", "transport", "devices",
     "gdr", "init", "init_s", "rss_median_bytes", "rss_peak_bytes", "working_set_peak_bytes",
     "gpu_reserved_peak_bytes", "error",
 )  # fmt: skip

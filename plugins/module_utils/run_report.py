@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from ansible_collections.gpuops.training.plugins.module_utils.quantities import (
     QuantityError,
@@ -26,7 +27,9 @@ from ansible_collections.gpuops.training.plugins.module_utils.sizing import (
 )
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
     DEFAULT_LEAK_TOLERANCE_MIB,
+    DEFAULT_STRAGGLER_PERCENT,
     describe_memory_leak,
+    describe_straggler,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.training_settings import CLUSTER_LAUNCHERS
 
@@ -43,6 +46,16 @@ DEFAULT_MEMORY_OPTIONS = {
     "node_allocatable": None,
     "gpu_resource": DEFAULT_GPU_RESOURCE,
 }
+
+
+# What to do about a straggler: its node is the suspect.
+STRAGGLER_REMEDY = (
+    "check that node: thermal or power throttling (nvidia-smi -q -d PERFORMANCE shows the clocks' "
+    "throttle reasons), a degraded GPU or PCIe link (nvidia-smi -q: the link's current generation and "
+    "width against its maximum; Xid errors in the kernel log), noisy neighbours (other pods or processes "
+    "on its CPUs, GPUs or network); drain it or move the job off it and run again (a node_health check "
+    "is planned)"
+)
 
 
 def nccl_statement(nccl, backend):
@@ -75,16 +88,18 @@ def nccl_statement(nccl, backend):
 VERDICT_MEMORY_RANKS = 8
 
 
-def build_run_summary(run, training, nccl, memory_options=None):
+def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=False):
     """Return the summary dict written to summary.json; ``verdict`` is passed or failed.
 
     ``memory_options`` (see DEFAULT_MEMORY_OPTIONS) shape the memory section: each rank's
-    memory, the sizing of the next run, and the warnings (or failures) it raises.
+    memory, the sizing of the next run, and the warnings (or failures) it raises. Stragglers
+    (training_log_info's) are warnings, failures with ``stragglers_fail``.
     """
     run = run or {}
     training = training or {}
     nccl = nccl or {}
     memory = memory_section(run, training, memory_options)
+    stragglers = straggler_rows(run, training)
     failures = list(training.get("failures") or [])
     if training.get("ranks") is None and training.get("msg"):
         failures.append(training["msg"])
@@ -98,6 +113,8 @@ def build_run_summary(run, training, nccl, memory_options=None):
     failures.extend(memory.pop("failures"))
     log_failures, log_warnings = _log_problems(run)
     failures[:0] = log_failures
+    if stragglers_fail:
+        failures.extend(row["statement"] for row in stragglers)
 
     started, ended = run.get("started"), run.get("ended")
     duration = round(float(ended) - float(started), 1) if started is not None and ended is not None else None
@@ -115,6 +132,8 @@ def build_run_summary(run, training, nccl, memory_options=None):
             "attempt": rank.get("attempt"),
             "error": rank.get("error"),
             "memlock_bytes": rank.get("memlock_bytes"),
+            "timing": rank.get("timing"),
+            "compute_images_per_s": rank.get("compute_images_per_s"),
         }
         for rank in training.get("ranks") or []
     ]
@@ -124,7 +143,9 @@ def build_run_summary(run, training, nccl, memory_options=None):
         "schema": SUMMARY_SCHEMA,
         "verdict": "failed" if failures else "passed",
         "failures": failures,
-        "warnings": log_warnings + [warning["what"] for warning in memory["warnings"]],
+        "warnings": log_warnings
+        + ([] if stragglers_fail else [row["statement"] for row in stragglers])
+        + [warning["what"] for warning in memory["warnings"]],
         "run_id": run.get("run_id"),
         "launcher": run.get("launcher"),
         "host": run.get("host"),
@@ -149,6 +170,10 @@ def build_run_summary(run, training, nccl, memory_options=None):
         "restarts": training.get("restarts", 0),
         "resumes": training.get("resumes") or [],
         "memlock": training.get("memlock") or {},
+        "stragglers": stragglers,
+        "straggler_percent": training.get("straggler_percent", DEFAULT_STRAGGLER_PERCENT),
+        "stragglers_fail": bool(stragglers_fail),
+        "straggler_remedy": STRAGGLER_REMEDY,
         "memory": memory,
         "nccl": {
             "used": bool(nccl.get("nccl_used")),
@@ -175,7 +200,14 @@ def build_run_summary(run, training, nccl, memory_options=None):
         },
         "logs": list(run.get("log_paths") or []),
     }
-    summary["differs"] = differs(summary)
+    summary["differs"] = differs(
+        summary,
+        {
+            row["rank"]: "%s%% slower than its peers' median in compute"
+            % round(row.get("percent_below") or 0)
+            for row in stragglers
+        },
+    )
     summary["verdict_lines"] = verdict_lines(summary)
     return summary
 
@@ -251,6 +283,49 @@ def _log_problems(run):
         else:
             warnings.append("%s: part of its log could not be read: %s" % (where, entry.get("reason")))
     return failures, warnings
+
+
+def straggler_rows(run, training):
+    """training_log_info's stragglers, each placed: ``pod`` (from the name of the log its
+    records came from, ``logs/<pod>.log``, on a cluster launcher or one the run record's
+    ``pod_nodes`` names), ``node`` (``pod_nodes[pod]``, else the node the rank recorded; on a
+    local or SSH launch the rank's host) and ``host``, with a ``statement``."""
+    percent = training.get("straggler_percent", DEFAULT_STRAGGLER_PERCENT)
+    pod_nodes = run.get("pod_nodes") or {}
+    launcher = run.get("launcher")
+    on_cluster = launcher in CLUSTER_LAUNCHERS
+    ranks = {rank.get("rank"): rank for rank in training.get("ranks") or []}
+    rows = []
+    for straggler in training.get("stragglers") or []:
+        rank = ranks.get(straggler.get("rank")) or {}
+        pod = _pod_of_log(straggler.get("source"), on_cluster, pod_nodes)
+        if pod is not None and pod_nodes.get(pod):
+            node = pod_nodes[pod]
+        elif on_cluster:
+            node = rank.get("node")  # the node the launcher handed the rank (GPUOPS_NODE_NAME)
+        elif launcher is not None:
+            node = rank.get("host")  # local and SSH launches: the rank's own host
+        else:
+            node = rank.get("node") or rank.get("host")
+        where = []
+        if pod:
+            where.append("pod %s" % pod)
+        where.append("node %s" % (node or "unknown"))
+        row = dict(straggler, pod=pod, node=node, host=rank.get("host"))
+        row["statement"] = describe_straggler(straggler, percent, ", ".join(where))
+        rows.append(row)
+    return rows
+
+
+def _pod_of_log(source, on_cluster, pod_nodes):
+    """The pod whose log is ``source`` (``<pod>.log`` or ``<pod>.previous.log``, as the training_job
+    role keeps them), on a cluster launcher or when ``pod_nodes`` names it; else None."""
+    name = os.path.basename(str(source or ""))
+    for suffix in (".previous.log", ".log"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            pod = name[: -len(suffix)]
+            return pod if on_cluster or pod in pod_nodes else None
+    return None
 
 
 def _nccl_ranks(nccl):

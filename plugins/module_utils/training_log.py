@@ -6,7 +6,8 @@ The trainer prints one JSON object per line on every rank; those lines reach us 
 with tracebacks, torchrun's own messages and NCCL output, sometimes behind collector
 prefixes (see ``log_sources``). This parser keeps what a verdict needs: per-rank
 progress, the loss per epoch, throughput, checkpoints, resumes and restarts, the last
-lines each rank printed, and torchrun's report of which rank failed first.
+lines each rank printed, torchrun's report of which rank failed first, and each rank's step
+time split into data, compute and collective waits, from which stragglers are named.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ MEMORY_QUANTITIES = (
     ("cuda_allocated", "cuda_allocated_bytes", "cuda_max_allocated_bytes", "gpu"),
     ("cuda_reserved", "cuda_reserved_bytes", "cuda_max_reserved_bytes", None),
 )
+# The step time split a step record's ``timing`` carries (training/README.md, Step timing):
+# mean seconds per optimizer step over the record's window.
+TIMING_KEYS = ("step_s", "data_s", "compute_s", "collective_s")
+# A rank whose compute throughput is more than this many percent below the median of all
+# ranks' is a straggler (0 turns the check off).
+DEFAULT_STRAGGLER_PERCENT = 20.0
 # Every key of a memory sample (training/README.md, Memory), as the last sample keeps them.
 SAMPLE_KEYS = (
     "rss_bytes",
@@ -113,6 +120,8 @@ class _RankState:
         "cgroup_limit",
         "last_memory",
         "last_memory_by_source",
+        "timing",
+        "timing_source",
     )
 
     def __init__(self, rank, tail_lines):
@@ -132,6 +141,51 @@ class _RankState:
         self.cgroup_limit = None  # the smallest memory cgroup limit a sample reported
         self.last_memory = None  # the newest sample (see _add_memory)
         self.last_memory_by_source = {}  # source -> the newest sample it holds
+        self.timing = None  # _TimingTrack, from the first step record with timing
+        self.timing_source = None  # the log of the newest step record with timing
+
+
+class _TimingTrack:
+    """One rank's step timing: each step record's four values and images per optimizer step
+    (the record's images/s times its step time), 8 bytes each, however long the run."""
+
+    __slots__ = ("values", "images")
+
+    def __init__(self):
+        self.values = {key: array("d") for key in TIMING_KEYS}
+        self.images = array("d")
+
+    def add(self, timing, images):
+        for key in TIMING_KEYS:
+            self.values[key].append(timing[key])
+        if images is not None:
+            self.images.append(images)
+
+    def summary(self, run_start):
+        """The medians over the rank's step records, and its compute throughput."""
+        medians = {key: _round(statistics.median(self.values[key])) for key in TIMING_KEYS}
+        medians["records"] = len(self.values["step_s"])
+        images = _images_per_step(self.images, run_start)
+        compute = medians["compute_s"]
+        rate = _round(images / compute) if images and compute > 0 else None
+        return medians, images, rate
+
+
+def _images_per_step(images, run_start):
+    """Images one optimizer step of the rank trains: the median over its step records of
+    images/s times step time (exact: both come from the record's window), else its run_start
+    record's batch size times gradient accumulation steps; None when neither is known."""
+    if images:
+        return round(statistics.median(images), 3)
+    batch = (run_start or {}).get("batch_size")
+    accum = (run_start or {}).get("grad_accum_steps", 1)
+    if _is_positive_int(batch) and _is_positive_int(accum):
+        return batch * accum
+    return None
+
+
+def _is_positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 class _MemoryTrack:
@@ -175,9 +229,15 @@ class _MemoryTrack:
 class TrainingLogParser:
     """Feed it lines with :meth:`feed`; read the verdict's inputs with :meth:`result`."""
 
-    def __init__(self, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB):
+    def __init__(
+        self,
+        tail_lines=DEFAULT_TAIL_LINES,
+        leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB,
+        straggler_percent=DEFAULT_STRAGGLER_PERCENT,
+    ):
         self.tail_lines = tail_lines
         self.leak_tolerance_mib = leak_tolerance_mib
+        self.straggler_percent = straggler_percent
         self.ranks = {}
         self.checkpoints = []
         self.resumes = []
@@ -370,6 +430,7 @@ class TrainingLogParser:
                 state.first_step_loss = record["loss"]
             self._add_curve_point(record)
             self._add_memory(state, record, STEP_PHASE, source)
+            self._add_timing(state, record, source)
         elif event == "memory":
             phase = record.get("phase")
             self._add_memory(state, record, phase if isinstance(phase, str) else "unknown", source)
@@ -388,6 +449,26 @@ class TrainingLogParser:
             self.skipped_checkpoints.append(_pick(record, "rank", "path", "reason"))
         elif event == "eval":
             self.evaluations.append(record)
+
+    def _add_timing(self, state, record, source):
+        """Take the ``timing`` of a step record: four finite, non-negative numbers, or nothing."""
+        timing = record.get("timing")
+        if not isinstance(timing, dict):
+            return
+        values = {key: timing.get(key) for key in TIMING_KEYS}
+        if not all(_is_number(value) and math.isfinite(value) and value >= 0 for value in values.values()):
+            self._warn(
+                "%s: rank %s: a step record's timing is not four numbers of seconds" % (source, state.rank)
+            )
+            return
+        images_per_s = record.get("images_per_s")
+        images = None
+        if _is_number(images_per_s) and math.isfinite(images_per_s) and images_per_s > 0:
+            images = images_per_s * values["step_s"]
+        if state.timing is None:
+            state.timing = _TimingTrack()
+        state.timing.add(values, images)
+        state.timing_source = source
 
     def _add_memory(self, state, record, phase, source=None):
         """Take the ``memory`` sample of a step record or a memory event. The hot path of a long
@@ -524,6 +605,8 @@ class TrainingLogParser:
             "memlock": _memlock_summary(ranks),
             "memory_leak_tolerance_mib": self.leak_tolerance_mib,
             "memory_leaks": memory_leaks(ranks, self.leak_tolerance_mib),
+            "straggler_percent": self.straggler_percent,
+            "stragglers": find_stragglers(ranks, self.straggler_percent),
             "throughput": {
                 "images_per_s": _round(sum(e["images_per_s"] for e in epochs[-1:] if e["images_per_s"])),
                 "ranks_counted": epochs[-1]["ranks"] if epochs else 0,
@@ -548,6 +631,9 @@ class TrainingLogParser:
         else:
             status = "unknown"
         last_step = state.last_step_record or {}
+        timing = images_per_step = compute_rate = None
+        if state.timing is not None:
+            timing, images_per_step, compute_rate = state.timing.summary(state.run_start)
         return {
             "rank": state.rank,
             "host": state.host,
@@ -578,6 +664,10 @@ class TrainingLogParser:
             "last_memory_by_source": {
                 source: _memory_sample(last) for source, last in state.last_memory_by_source.items()
             },
+            "timing": timing,
+            "images_per_step": images_per_step,
+            "compute_images_per_s": compute_rate,
+            "timing_source": state.timing_source,
             "sources": sorted(state.sources),
             "last_lines": list(state.tail),
         }
@@ -648,6 +738,67 @@ def memory_leaks(ranks, tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB):
                 }
             )
     return leaks
+
+
+def find_stragglers(ranks, percent=DEFAULT_STRAGGLER_PERCENT):
+    """The ranks whose compute throughput (``compute_images_per_s``: images per optimizer step
+    over the median compute time of a step) is more than ``percent`` below the median of every
+    rank's, slowest first; each with ``rank``, ``compute_images_per_s``, ``peer_median`` (that
+    median, the rank itself included), ``percent_below`` and ``source`` (the log its timing
+    came from: ``logs/<pod>.log`` names its pod).
+
+    Synchronous DDP makes every rank's wall-clock step the same (the fast ranks wait in the
+    collectives for the slow one), so only compute time tells a straggler apart. Ranks without
+    timing (trainers that predate it) are left out, never flagged; fewer than 2 ranks with it,
+    or ``percent`` 0, flag nothing."""
+    if not percent:
+        return []
+    rates = [
+        (summary, summary["compute_images_per_s"])
+        for summary in ranks
+        if _is_number(summary.get("compute_images_per_s")) and summary["compute_images_per_s"] > 0
+    ]
+    if len(rates) < 2:
+        return []
+    median = statistics.median(rate for _summary, rate in rates)
+    stragglers = []
+    for summary, rate in rates:
+        below = (median - rate) / median * 100.0
+        if below > percent:
+            stragglers.append(
+                {
+                    "rank": summary["rank"],
+                    "compute_images_per_s": rate,
+                    "peer_median": _round(median),
+                    "percent_below": round(below, 1),
+                    "source": summary.get("timing_source"),
+                }
+            )
+    return sorted(stragglers, key=lambda straggler: straggler["compute_images_per_s"])
+
+
+def describe_straggler(straggler, percent=DEFAULT_STRAGGLER_PERCENT, where=None):
+    """One sentence on a straggler: the rank (``where`` it ran, such as ``pod p, node n``), its
+    compute throughput against the median."""
+    return (
+        "straggler: rank %s%s computes %s images/s, %.1f %% below the median of all ranks (%s images/s; "
+        "threshold %s %%): its peers wait for it in every collective, so the whole job runs at its pace"
+        % (
+            straggler["rank"],
+            " (%s)" % where if where else "",
+            _rate_text(straggler["compute_images_per_s"]),
+            straggler["percent_below"],
+            _rate_text(straggler["peer_median"]),
+            _number_text(percent),
+        )
+    )
+
+
+def _rate_text(value):
+    """Images per second with three significant digits or more: 0.512, 5.12, 51.2, 512."""
+    if not _is_number(value):
+        return "-"
+    return "%.0f" % value if value >= 100 else "%.1f" % value if value >= 10 else "%.2f" % value
 
 
 def describe_memory_leak(leak, tolerance_mib):
@@ -1040,12 +1191,18 @@ def _memory_sample(last):
 
 
 def parse_training_logs(
-    sources, tail_lines=DEFAULT_TAIL_LINES, leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB, workers=None
+    sources,
+    tail_lines=DEFAULT_TAIL_LINES,
+    leak_tolerance_mib=DEFAULT_LEAK_TOLERANCE_MIB,
+    straggler_percent=DEFAULT_STRAGGLER_PERCENT,
+    workers=None,
 ):
     """What the logs say; a fleet's logs are read on ``workers`` cores (log_parallel)."""
 
     def parse(share):
-        parser = TrainingLogParser(tail_lines=tail_lines, leak_tolerance_mib=leak_tolerance_mib)
+        parser = TrainingLogParser(
+            tail_lines=tail_lines, leak_tolerance_mib=leak_tolerance_mib, straggler_percent=straggler_percent
+        )
         return parser.feed_sources(share)
 
     parser = parse_split(sources, parse, TrainingLogParser.merged, workers)

@@ -20,6 +20,14 @@ description:
   - Reports suspected memory leaks - a rank whose per-epoch minimum host resident set (RSS) or
     CUDA allocated memory grows faster than O(memory_leak_tolerance_mib) MiB per epoch - naming
     the rank, host or GPU memory, and the rate.
+  - Reports per rank its step time split - the median over its C(step) records of the mean seconds per
+    optimizer step spent in the whole step, waiting for data, computing and waiting in DDP's collectives
+    (the C(timing) the trainer records) - and its compute throughput, images per optimizer step over the
+    median compute time.
+  - Names stragglers - ranks whose compute throughput is more than O(straggler_percent) below the median
+    of all ranks' - with the log their records came from (C(logs/POD.log) names the pod). In synchronous
+    DDP every rank's wall-clock step is the same, since the fast ranks wait in the collectives for the
+    slow one, so only compute time tells a straggler apart.
   - With O(expect), turns unmet expectations (a rank that never reported or did not finish,
     a loss that did not fall, no checkpoint, a locked-memory limit where RDMA needs none, a
     suspected memory leak) into a failure whose message names the rank and shows its last lines.
@@ -107,6 +115,15 @@ options:
         allocator keeps or gives back), well below the default.
     type: float
     default: 16
+  straggler_percent:
+    description:
+      - A rank whose compute throughput (RV(ranks[].compute_images_per_s)) is more than this many percent
+        below the median of all ranks' (itself included) is a straggler, reported in RV(stragglers).
+      - V(0) turns the check off; otherwise it must be above 0 and below 100.
+      - It needs at least 2 ranks whose step records carry C(timing); ranks without it (trainers that
+        predate it) are left out, never flagged.
+    type: float
+    default: 20
   tail_lines:
     description:
       - How many of each rank's last non-metrics lines to keep, to show with a failure.
@@ -146,6 +163,21 @@ EXAMPLES = r"""
       ({{ item.memory.quantities.host_rss.peak_phase }})
   loop: "{{ training_memory.ranks }}"
   when: item.memory.quantities.host_rss is defined
+
+- name: Name the ranks that compute more than 15 percent slower than the others
+  gpuops.training.training_log_info:
+    paths:
+      - "{{ run_dir }}/logs/*.log"
+    straggler_percent: 15
+  register: training_timing
+
+- name: Show each straggler and the pod whose log it came from
+  ansible.builtin.debug:
+    msg: >-
+      rank {{ item.rank }} ({{ item.source | basename | regex_replace('\\.log$', '') }}):
+      {{ item.compute_images_per_s }} images/s of compute, {{ item.percent_below }} % below the median
+      {{ item.peer_median }}
+  loop: "{{ training_timing.stragglers }}"
 
 - name: Show the loss per epoch
   ansible.builtin.debug:
@@ -265,7 +297,51 @@ ranks:
               peak_step: 12
               epoch_min_bytes: [{"epoch": 0, "bytes": 1216348160}, {"epoch": 1, "bytes": 1256194048}]
               growth_mib_per_epoch: 0.4
+    timing:
+      description:
+        - The rank's step time split, the median over its C(step) records of each - C(step_s) (the whole
+          optimizer step), C(data_s) (waiting for the DataLoader), C(compute_s) (forward, loss, backward and
+          the optimizer step, without the waits in collectives), C(collective_s) (waiting in DDP's collectives,
+          the gradient all-reduce and the buffer broadcast before forward) - in seconds, and C(records), how many step
+          records had it.
+        - Null for a rank whose records carry no timing (a trainer that predates it).
+      type: dict
+      returned: always
+      sample: {"step_s": 0.412, "data_s": 0.003, "compute_s": 0.301, "collective_s": 0.104, "records": 40}
+    images_per_step:
+      description:
+        - Images one optimizer step of the rank trains - the median of its step records' images/s times
+          their step time, else batch size times gradient accumulation steps from its C(run_start) record.
+      type: float
+      returned: always
+    compute_images_per_s:
+      description:
+        - The rank's compute throughput - RV(ranks[].images_per_step) over the median C(compute_s) - which
+          stragglers are judged on; null without timing.
+      type: float
+      returned: always
+    timing_source:
+      description: The log of the rank's newest step record with timing; null without timing.
+      type: str
+      returned: always
     last_lines: {description: Last non-metrics lines the rank printed., type: list, elements: str, returned: always}
+stragglers:
+  description:
+    - Ranks whose compute throughput is more than O(straggler_percent) below the median of all ranks', slowest
+      first - C(rank), C(compute_images_per_s), C(peer_median) (the median of every rank's compute throughput,
+      itself included), C(percent_below) and C(source) (the log the rank's timing came from; a Kubernetes
+      launcher keeps each pod's log as C(logs/POD.log)).
+    - Empty when O(straggler_percent) is 0 or fewer than 2 ranks recorded timing.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"rank": 5, "compute_images_per_s": 20.1, "peer_median": 31.4, "percent_below": 36.0,
+            "source": "/var/tmp/gpuops-runs/retinanet-20261122T050000Z/logs/retinanet-3f9a1c-worker-1.log"}]
+straggler_percent:
+  description: The percentage the stragglers were judged with, O(straggler_percent).
+  returned: always
+  type: float
+  sample: 20
 memory_leaks:
   description:
     - Suspected memory leaks, one per rank and quantity - C(kind) (C(host) or C(gpu)), C(quantity) (C(host_rss)
@@ -376,6 +452,7 @@ def main():
             },
             "container_kills": {"type": "list", "elements": "dict", "default": []},
             "memory_leak_tolerance_mib": {"type": "float", "default": 16},
+            "straggler_percent": {"type": "float", "default": 20},
             "tail_lines": {"type": "int", "default": 20},
         }
     )
@@ -396,9 +473,17 @@ def main():
             msg="memory_leak_tolerance_mib must be a number of MiB per epoch of at least 0, got %s"
             % tolerance
         )
+    straggler_percent = module.params["straggler_percent"]
+    if not (straggler_percent == 0 or 0 < straggler_percent < 100):
+        module.fail_json(
+            msg="straggler_percent must be a number of percent above 0 and below 100, or 0 to turn the check "
+            "off, got %s" % straggler_percent
+        )
     judge_logs(
         module,
-        lambda sources: parse_training_logs(sources, tail_lines=tail_lines, leak_tolerance_mib=tolerance),
+        lambda sources: parse_training_logs(
+            sources, tail_lines=tail_lines, leak_tolerance_mib=tolerance, straggler_percent=straggler_percent
+        ),
         lambda facts: check_expectations(facts, expect, kills),
         "training run",
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import runpy
 import sys
 from pathlib import Path
 
@@ -14,6 +16,17 @@ import torch
 torch.set_num_threads(1)
 
 PYTHON = sys.executable
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COLLECTION = "ansible_collections.gpuops.training"
+
+
+def collection_module_utils(name: str):
+    """The collection's ``plugins/module_utils/NAME`` from this working tree, imported by its
+    ``ansible_collections`` name the way the collection's own tests import it: running their
+    tests/conftest.py puts that name on the path. For the end-to-end tests that judge a real
+    run with the collection's parsers; those modules import nothing from Ansible or torch."""
+    runpy.run_path(str(REPO_ROOT / "tests" / "conftest.py"))
+    return importlib.import_module(f"{COLLECTION}.plugins.module_utils.{name}")
 
 
 def read_records(path: Path) -> list[dict]:

@@ -57,6 +57,8 @@ def test_unknown_model_exits_2_naming_the_option_and_choices(tmp_path, cpu_env):
         (["--dist-timeout-s", "0"], "--dist-timeout-s"),
         (["--leak-mib-per-epoch", "lots"], "--leak-mib-per-epoch"),
         (["--leak-mib-per-epoch", "1@"], "--leak-mib-per-epoch"),
+        (["--slow-rank", "1"], "--slow-rank"),
+        (["--slow-rank", "1@fast"], "--slow-rank"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(capsys, tmp_path, argv, option):
@@ -96,6 +98,9 @@ def test_single_process_run_without_torchrun(tmp_path, cpu_env):
     ]  # fmt: skip
     start = records[2]
     assert (start["world_size"], start["backend"], start["device"]) == (1, None, "cpu")
+    # One process has no collective to wait in: its step is data and compute.
+    (step,) = [r for r in records if r["event"] == "step"]
+    assert step["timing"]["collective_s"] == 0 and step["timing"]["compute_s"] > 0
     assert records[-1]["status"] == "ok" and records[-1]["epochs_completed"] == 1
     assert read_records(tmp_path / "metrics" / "rank0.jsonl") == records
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, read_records, stdout_records, write_coco
+from conftest import PYTHON, collection_module_utils, read_records, stdout_records, write_coco
 
 from gpuops_trainer import checkpoint as ckpt
 from gpuops_trainer.models import build_model
@@ -328,6 +328,76 @@ def test_the_leak_hook_grows_the_leaking_ranks_per_epoch_minimum_and_no_other(en
     assert all(step > LEAK_MIB / 2 for step in steps), steps
     assert 0.85 * LEAK_MIB < growth_mib_per_epoch(leaking) < 1.15 * LEAK_MIB, steps
     assert abs(growth_mib_per_epoch(healthy)) < HEALTHY_DRIFT_MIB
+
+
+TIMING_KEYS = ("step_s", "data_s", "compute_s", "collective_s")
+# --slow-rank 1@SLOW_MS: rank 1 sleeps 2 s inside every micro-step's compute. A step of this
+# model here computes in 0.3-1.5 s (the 2-core machine's load decides), so the slowed rank's
+# compute throughput is a third to a sixth of its peer's: 20-60 % below the median of the two
+# at the default straggler threshold of 20 %, with room for the load to double.
+SLOW_MS = 2000
+
+
+def straggler_judgement(run: Run):
+    """training_log_info's reading of the run's metrics files: the collection's own parser."""
+    training_log = collection_module_utils("training_log")
+    log_sources = collection_module_utils("log_sources")
+    paths = [str(run.output_dir / "metrics" / "*.jsonl")]
+    return training_log.parse_training_logs(log_sources.collect_sources(paths=paths))
+
+
+def median_timing(run: Run, rank: int) -> dict[str, float]:
+    steps = [step["timing"] for step in run.events(rank, "step")]
+    return {key: statistics.median(timing[key] for timing in steps) for key in TIMING_KEYS}
+
+
+def test_every_step_record_splits_its_time_and_the_healthy_run_has_no_straggler(trained):
+    for rank in range(WORLD_SIZE):
+        for step in trained.events(rank, "step"):
+            timing = step["timing"]
+            assert set(timing) == set(TIMING_KEYS)
+            assert all(timing[key] >= 0 for key in TIMING_KEYS)
+            # Every optimizer step all-reduces its gradients: some compute, some wait.
+            assert timing["compute_s"] > 0 and timing["collective_s"] > 0
+            # The parts are disjoint spans of the step's wall time (rounded to microseconds);
+            # the rest is bookkeeping (records, rank 0's checkpoints).
+            parts = timing["data_s"] + timing["compute_s"] + timing["collective_s"]
+            assert parts <= timing["step_s"] + 1e-5, timing
+    result = straggler_judgement(trained)
+    for summary in result["ranks"]:
+        print(f"healthy rank {summary['rank']}: {summary['timing']}, "
+              f"{summary['compute_images_per_s']} images/s of compute")  # fmt: skip
+        assert summary["timing"]["records"] == STEPS * EPOCHS
+        assert summary["images_per_step"] == pytest.approx(2.0)  # batch 2, no accumulation
+        assert summary["compute_images_per_s"] > 0
+    assert result["straggler_percent"] == 20
+    assert result["stragglers"] == []
+
+
+def test_a_rank_slowed_by_the_drill_is_the_one_straggler(env, tmp_path):
+    # 16 images: 4 optimizer steps, each with a record.
+    run = torchrun(
+        tmp_path / "run", "--epochs", "1", "--synthetic-images", "16", "--no-eval-at-end",
+        "--slow-rank", f"1@{SLOW_MS}", env=env,
+    )  # fmt: skip
+    assert run.result.returncode == 0, run.result.stderr[-4000:]
+    fast, slow = median_timing(run, 0), median_timing(run, 1)
+    print(f"median timing: rank 0 {fast}, rank 1 (slowed) {slow}")
+    # The sleep is compute; the healthy rank spends about that long waiting for its peer in
+    # the collectives, the slowed one hardly waits.
+    assert slow["compute_s"] > SLOW_MS / 1000
+    assert fast["collective_s"] > slow["collective_s"] + SLOW_MS / 1000 / 2
+    # Both wait for each other at every step: the wall-clock step is the same for both.
+    assert fast["step_s"] == pytest.approx(slow["step_s"], rel=0.2)
+    result = straggler_judgement(run)
+    rates = {summary["rank"]: summary["compute_images_per_s"] for summary in result["ranks"]}
+    print(f"compute images/s: {rates}; stragglers: {result['stragglers']}")
+    (straggler,) = result["stragglers"]
+    assert straggler["rank"] == 1
+    assert straggler["source"] == str(run.output_dir / "metrics" / "rank1.jsonl")
+    assert straggler["compute_images_per_s"] == rates[1] < rates[0]
+    assert straggler["peer_median"] == pytest.approx((rates[0] + rates[1]) / 2)
+    assert straggler["percent_below"] > 20
 
 
 def test_coco_trains_with_grouping_workers_and_accumulation_then_evaluates(env, tmp_path):

@@ -202,6 +202,15 @@ RUN = {
     "log_paths": ["/runs/r1/logs/*.log"],
 }
 TRAINING = {"ok": True, "failures": [], "ranks": [], "epochs": [], "loss": {}, "backend": "gloo"}
+# A cluster run with a straggler: its pod from the log's name, its node from pod_nodes.
+CLUSTER_RUN = dict(RUN, launcher="pytorchjob", pod_nodes={"rn-worker-1": "gpu-b"})
+STRAGGLING = dict(
+    TRAINING,
+    ranks=[{"rank": 0, "host": "rn-worker-0", "node": "gpu-a"}, {"rank": 1, "host": "rn-worker-1"}],
+    straggler_percent=20,
+    stragglers=[{"rank": 1, "compute_images_per_s": 2.5, "peer_median": 4.0, "percent_below": 37.5,
+                 "source": "/runs/r1/logs/rn-worker-1.log"}],
+)  # fmt: skip
 NCCL = {"ok": True, "failures": [], "nccl_used": False, "ranks": []}
 NCCL_TESTS = {
     "launcher": "ssh",
@@ -310,7 +319,12 @@ CASES = {
     "secondary_network_objects": (BUILDER, call(network_settings), ("secondary_networks",)),
     "run_summary": (
         BUILDER,
-        call(like(replace_one(RUN)), like(replace_one(TRAINING)), like(replace_one(NCCL))),
+        call(
+            like(replace_one(RUN), replace_one(CLUSTER_RUN)),
+            like(replace_one(TRAINING), replace_one(STRAGGLING)),
+            like(replace_one(NCCL)),
+            stragglers_fail=like(st.booleans()),
+        ),
         ("run_summary",),
     ),
     "shm_size": (

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import jinja2
+import pytest
 import yaml
 
 from ansible_collections.gpuops.training.plugins.filter.run_summary import FilterModule
@@ -77,3 +81,108 @@ def test_the_verdict_shows_each_ranks_memory_the_recommendation_and_a_leak_warni
         "WARNING: suspected host memory leak on rank 1: its per-epoch minimum resident set (RSS) grew by 64.0"
         in text
     )
+
+
+# -- stragglers: the role run by ansible-playbook on generated pod logs ------------------------
+
+REPO = ROLE.parents[1]
+BIN = pathlib.Path(sys.executable).parent
+PODS = ("rn-worker-0", "rn-worker-1", "rn-worker-2")
+
+
+def test_the_straggler_variables_have_the_documented_defaults():
+    defaults = load("defaults/main.yml")
+    assert defaults["training_verify_straggler_percent"] == 20
+    assert defaults["training_verify_stragglers_fail"] is False
+    options = load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert options["training_verify_straggler_percent"]["type"] == "float"
+    assert options["training_verify_stragglers_fail"]["type"] == "bool"
+
+
+def timed_pod_log(rank, compute_s):
+    def record(event, **fields):
+        return json.dumps({"schema": SCHEMA, "event": event, "rank": rank, "world_size": 3,
+                           "host": PODS[rank], "node": "unknown", "attempt": 0, **fields})  # fmt: skip
+
+    timing = {"step_s": 2.0, "data_s": 0.0, "compute_s": compute_s, "collective_s": 2.0 - compute_s}
+    lines = [record("run_start", backend="gloo", batch_size=4, grad_accum_steps=1)]
+    lines += [
+        record("step", epoch=0, step=step, loss=1.0, images_per_s=2.0, timing=timing) for step in (1, 2)
+    ]
+    lines += [record("epoch", epoch=0, step=2, loss=1.0), record("run_end", status="ok", step=2)]
+    return "\n".join(lines) + "\n"
+
+
+def verify(tmp_path, **variables):
+    """training_verify on a pytorchjob run of three pods whose rank 2 computes 1.8 s a step, the
+    others 1 s; the report goes to tmp_path/report."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    for rank, compute_s in enumerate((1.0, 1.0, 1.8)):
+        (run_dir / "logs" / ("%s.log" % PODS[rank])).write_text(timed_pod_log(rank, compute_s))
+    record = {"run_id": "rn", "launcher": "pytorchjob", "run_dir": str(run_dir), "world_size": 3, "rc": 0,
+              "log_paths": [str(run_dir / "logs" / "*.log")],
+              "pod_nodes": {pod: "gpu-node-%d" % rank for rank, pod in enumerate(PODS)}}  # fmt: skip
+    variables = {
+        "training_verify_run": record,
+        "training_verify_report_dir": str(tmp_path / "report"),
+        "training_verify_report_plots": False,
+        "training_verify_set_stats": False,
+        "training_verify_checkpoint_required": False,
+        "training_verify_loss_must_fall": False,
+        "ansible_python_interpreter": sys.executable,
+        **variables,
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    play = [{"hosts": "localhost", "gather_facts": False, "roles": ["gpuops.training.training_verify"]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / ".build" / "dev-collections"))  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", "@%s" % (tmp_path / "vars.json"), str(tmp_path / "play.yml")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return result, " ".join(result.stdout.split())
+
+
+def test_a_straggler_is_a_warning_placed_on_its_pod_and_node(tmp_path):
+    result, output = verify(tmp_path)
+    assert result.returncode == 0, output
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    (straggler,) = summary["stragglers"]
+    assert (straggler["rank"], straggler["pod"], straggler["node"]) == (2, "rn-worker-2", "gpu-node-2")
+    assert "WARNING: straggler: rank 2 (pod rn-worker-2, node gpu-node-2) computes 2.22 images/s" in output
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "| 2 | rn-worker-2 | gpu-node-2 | 2.22 | 4.00 | 44.4 % |" in report
+
+
+def test_with_stragglers_fail_a_straggler_fails_the_run_and_a_higher_threshold_passes_it(tmp_path):
+    result, output = verify(tmp_path / "fail", training_verify_stragglers_fail=True)
+    assert result.returncode != 0
+    assert "straggler: rank 2 (pod rn-worker-2, node gpu-node-2)" in output
+    assert json.loads((tmp_path / "fail" / "report" / "summary.json").read_text())["verdict"] == "failed"
+    result, output = verify(tmp_path / "pass", training_verify_stragglers_fail=True,
+                            training_verify_straggler_percent=50)  # fmt: skip
+    assert result.returncode == 0, output
+    assert json.loads((tmp_path / "pass" / "report" / "summary.json").read_text())["stragglers"] == []
+
+
+@pytest.mark.parametrize(
+    ("percent", "message"),
+    [
+        (100, "training_verify_straggler_percent must be a number of percent above 0 and below 100 (0 turns "
+              "the straggler check off), got 100"),
+        (-5, "training_verify_straggler_percent must be a number of percent above 0 and below 100 (0 turns "
+             "the straggler check off), got -5"),
+        ("lots", "argument 'training_verify_straggler_percent' is of type str"),
+    ],
+)  # fmt: skip
+def test_a_straggler_percent_outside_0_to_100_fails_before_anything_is_read_or_written(
+    tmp_path, percent, message
+):
+    result, output = verify(tmp_path, training_verify_straggler_percent=percent)
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    assert "Read every rank's training metrics" not in output
+    assert not (tmp_path / "report").exists()

@@ -2,7 +2,8 @@
 
 The hot loop avoids host synchronisation: one per optimizer step (the non-finite guard
 must decide whether to step), more only at print steps; per-step losses stay on the device
-until the epoch ends.
+until the epoch ends. Step timing (timing.py) adds none: its marks are host clock readings on
+a CPU and CUDA events on a GPU, read at the print steps.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from torch import nn
 
 from .data import check_target
 from .errors import NonFiniteLossError
-from .faults import FaultSpec, maybe_inject
+from .faults import FaultSpec, maybe_inject, slow_down
 from .memory import MemorySampler, emit_memory
 from .metrics import MetricsWriter
 from .progress import ProgressBar
+from .timing import StepTimer
 
 LOSS_NAMES = ("classification", "bbox_regression")
 
@@ -49,6 +51,8 @@ class LoopOptions:
     amp_dtype: torch.dtype | None = None  # None: full precision
     fault: FaultSpec | None = None
     memory: MemorySampler | None = None  # None: records without memory samples
+    timer: StepTimer | None = None  # None: records without timing
+    slow_s: float = 0.0  # --slow-rank: this rank's extra compute seconds per micro-step
 
 
 @dataclass
@@ -107,15 +111,23 @@ def train_one_epoch(
     step_losses: list[torch.Tensor] = []  # [3] per micro-step: total, classification, bbox
     group_loss = None
     images_seen = window_images = 0
-    epoch_start = window_start = time.perf_counter()
+    timer = options.timer
+    if timer is not None:
+        timer.reset()
+    epoch_start = window_start = fetch_start = time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
 
     for iteration, (images, targets) in enumerate(data_loader, start=start_iter):
+        if timer is not None:
+            timer.data_waited(time.perf_counter() - fetch_start)
         if iteration == start_iter and options.memory is not None:
             # The loader's spike: its workers started (or resumed) and prefetched.
             emit_memory(
                 metrics, options.memory, "loader_start", epoch=state.epoch, step=state.global_step
             )
+        if timer is not None:
+            timer.start()
+        slow_down(options.slow_s)
         group_start = iteration - iteration % accum
         # The last group of an epoch may be shorter; scaling by its real length keeps the
         # gradient an average over the micro-batches that went into it.
@@ -130,12 +142,16 @@ def train_one_epoch(
         targets = [{k: v.to(device, non_blocking=True) for k, v in t.items()} for t in targets]
 
         sync_context = no_sync() if no_sync and not final_micro_step else contextlib.nullcontext()
+        if timer is not None:
+            timer.before_forward()
         with sync_context:
             with autocast_context(device, options.amp_dtype):
                 loss_dict = model(images, targets)
                 loss = loss_dict["classification"] + loss_dict["bbox_regression"]
             micro_loss = loss / group_len
             (scaler.scale(micro_loss) if scaler else micro_loss).backward()
+        if timer is not None:
+            timer.after_backward()
         detached = torch.stack(
             [loss.detach(), *(loss_dict[name].detach() for name in LOSS_NAMES)]
         ).float()
@@ -145,6 +161,9 @@ def train_one_epoch(
         images_seen += len(images)
         window_images += len(images)
         if not final_micro_step:
+            if timer is not None:
+                timer.end(optimizer_step=False)
+            fetch_start = time.perf_counter()
             continue
 
         # One host sync per optimizer step: is it safe to apply these gradients?
@@ -178,13 +197,18 @@ def train_one_epoch(
         lr_used = optimizer.param_groups[0]["lr"]
         lr_scheduler.step()
         state.global_step += 1
+        if timer is not None:
+            timer.end(optimizer_step=True)
 
         epoch_step = group_start // accum + 1
         last = iteration == iters_per_epoch - 1
         if epoch_step % options.print_freq == 0 or last:
             now = time.perf_counter()
+            elapsed = max(now - window_start, 1e-9)
             values = detached.tolist()
             memory = {"memory": options.memory.sample()} if options.memory is not None else {}
+            # After tolist: that sync has completed the window's CUDA events.
+            timing = {"timing": timer.window(elapsed)} if timer is not None else {}
             metrics.emit(
                 "step",
                 epoch=state.epoch,
@@ -195,8 +219,9 @@ def train_one_epoch(
                 loss=values[0],
                 losses=dict(zip(LOSS_NAMES, values[1:], strict=True)),
                 lr=lr_used,
-                images_per_s=window_images / max(now - window_start, 1e-9),
+                images_per_s=window_images / elapsed,
                 **memory,
+                **timing,
             )
             if progress is not None:
                 progress.update(state.epoch, iteration + 1, iters_per_epoch, values[0])
@@ -205,6 +230,7 @@ def train_one_epoch(
             progress.update(state.epoch, iteration + 1, iters_per_epoch, None)
         if after_optimizer_step is not None:
             after_optimizer_step()
+        fetch_start = time.perf_counter()
 
     seconds = time.perf_counter() - epoch_start
     if progress is not None:

@@ -1,5 +1,6 @@
-"""Drills: ``--inject-fault RANK@STEP[:MODE]`` makes one rank fail on purpose, and
-``--leak-mib-per-epoch [RANK@]MIB`` (a test hook) makes ranks leak host memory on purpose.
+"""Drills: ``--inject-fault RANK@STEP[:MODE]`` makes one rank fail on purpose,
+``--leak-mib-per-epoch [RANK@]MIB`` (a test hook) makes ranks leak host memory on purpose, and
+``--slow-rank RANK@MS`` makes one rank a straggler on purpose.
 
 The fault fires when that rank is about to run global step STEP (after STEP steps are done),
 and only on the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a drill with
@@ -11,6 +12,11 @@ RuntimeError (traceback, status 1); ``kill`` sends SIGKILL to itself (status 137
 The leak keeps MIB MiB more of host memory alive as each epoch starts, on every rank or on
 rank RANK alone, so that leak detection (the growth of a rank's per-epoch minimum RSS) can be
 proven on a real run, next to a healthy rank.
+
+The slow rank spends MS more milliseconds of compute in every micro-step (a sleep inside the
+compute section, on every attempt: a slow node stays slow), as a throttled GPU or a degraded
+link would make it; its peers then wait for it in the collectives, and straggler detection
+(per-rank compute time, see timing.py) must name it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import re
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 from .errors import ConfigError, InjectedFault
@@ -27,6 +34,7 @@ from .errors import ConfigError, InjectedFault
 FAULT_MODES = ("exit", "raise", "kill")
 _SPEC = re.compile(r"^(\d+)@(\d+)(?::([a-z]+))?$")
 _LEAK_SPEC = re.compile(r"^(?:(\d+)@)?(\d+)$")
+_SLOW_SPEC = re.compile(r"^(\d+)@(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -92,3 +100,29 @@ class HostMemoryLeak:
         leaked = mmap.mmap(-1, size)
         leaked[:: mmap.PAGESIZE] = b"\xa5" * (size // mmap.PAGESIZE)
         self.kept.append(leaked)
+
+
+@dataclass(frozen=True)
+class SlowRankSpec:
+    rank: int
+    ms: int
+
+    def delay_s(self, rank: int) -> float:
+        """Extra compute seconds per micro-step for ``rank``: 0 unless it is the slow one."""
+        return self.ms / 1000.0 if rank == self.rank else 0.0
+
+
+def parse_slow_rank(text: str) -> SlowRankSpec:
+    match = _SLOW_SPEC.match(text.strip())
+    if not match:
+        raise ConfigError(
+            f"--slow-rank: expected RANK@MS (a rank and the whole milliseconds of extra compute "
+            f"it spends per micro-step, such as 1@200), got {text!r}"
+        )
+    return SlowRankSpec(int(match.group(1)), int(match.group(2)))
+
+
+def slow_down(seconds: float) -> None:
+    """The slow rank's extra compute (a sleep: it holds no core that its peers could use)."""
+    if seconds > 0:
+        time.sleep(seconds)

@@ -16,7 +16,7 @@ import torch
 from . import __version__
 from .distributed import BACKENDS, DEFAULT_COLLECTIVE_TIMEOUT_S
 from .errors import EXIT_CONFIG, ConfigError
-from .faults import parse_fault, parse_leak
+from .faults import parse_fault, parse_leak, parse_slow_rank
 from .layout import OPENIMAGES_CLASS_FILE
 from .lr import SCHEDULES
 from .models import MODELS
@@ -333,6 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="test hook only, never for real runs: keep MIB MiB more of host memory alive as "
         "each epoch starts, on every rank or on rank RANK, to prove leak detection",
     )
+    state.add_argument(
+        "--slow-rank",
+        default=None,
+        metavar="RANK@MS",
+        help="fault drills only: rank RANK spends MS more milliseconds of compute in every "
+        "micro-step (a straggler), on every attempt, to prove straggler detection",
+    )
     return parser
 
 
@@ -356,6 +363,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.leak_mib_per_epoch is not None:
         try:
             parse_leak(args.leak_mib_per_epoch)
+        except ConfigError as exc:
+            parser.error(f"argument {exc}")
+    if args.slow_rank is not None:
+        try:
+            parse_slow_rank(args.slow_rank)
         except ConfigError as exc:
             parser.error(f"argument {exc}")
     if args.resume not in ("auto", "never") and not os.path.isfile(args.resume):

@@ -55,7 +55,7 @@ from .errors import (
     peer_lost,
 )
 from .evaluate import evaluate
-from .faults import HostMemoryLeak, parse_fault, parse_leak
+from .faults import HostMemoryLeak, parse_fault, parse_leak, parse_slow_rank
 from .layout import OPENIMAGES_SPLITS, paths_of_args
 from .limits import memlock_limits
 from .lr import build_lr_scheduler
@@ -65,6 +65,7 @@ from .models import build_model
 from .options import AMP_DTYPES, PROG, parse_args
 from .progress import ProgressBar
 from .shm import processes_on_node, shm_shortfall
+from .timing import StepTimer
 
 
 def build_dataset(args: argparse.Namespace, split: str):
@@ -405,6 +406,7 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
     fault = parse_fault(args.inject_fault) if args.inject_fault else None
     leak_spec = parse_leak(args.leak_mib_per_epoch) if args.leak_mib_per_epoch else None
     leak = HostMemoryLeak(leak_spec, dist_info.rank)  # a test hook: off unless asked for
+    slow_rank = parse_slow_rank(args.slow_rank) if args.slow_rank else None  # a drill
     memory = MemorySampler(device)
     amp_dtype = AMP_DTYPES[args.amp_dtype] if args.amp else None
 
@@ -428,6 +430,10 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
 
     resumed_from, checkpoint = choose_checkpoint(args, dist_info, metrics)
     model_without_ddp, model = build_ddp_model(args, dataset.num_classes, checkpoint, dist_info)
+    # Per-rank step time split into data, compute and the wait in DDP's collectives.
+    timer = StepTimer.for_device(device)
+    if dist_info.enabled:
+        timer.attach(model)
 
     # Optimization: SGD, warmup + main schedule per optimizer step, fp16 loss scaling.
     params = [p for p in model.parameters() if p.requires_grad]
@@ -508,6 +514,8 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         amp_dtype=amp_dtype,
         fault=fault,
         memory=memory,
+        timer=timer,
+        slow_s=slow_rank.delay_s(dist_info.rank) if slow_rank is not None else 0.0,
     )
     progress = ProgressBar.for_rank(dist_info.rank)
     last_evaluated = None

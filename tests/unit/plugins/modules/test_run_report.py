@@ -89,13 +89,14 @@ def test_the_report_has_every_section_with_remedies_and_relative_log_links(run_m
     assert "](logs/rank0.log)" in markdown
     assert "*" not in markdown.split("## Logs")[1]  # globs expanded to the files
     assert 'href="logs/rank1.log"' in page
-    # Every rank row of the markdown table: 12 columns, rank first.
+    # Every rank row of the markdown table: 15 columns (compute images/s and collective s
+    # included), rank first.
     rows = [
         line
         for line in markdown.splitlines()
         if line.startswith(("| 0 | node-0 | gpu-node-0", "| 1 | node-1 | gpu-node-1"))
     ]
-    assert len(rows) == 2 and all(row.count(" | ") == 12 for row in rows)
+    assert len(rows) == 2 and all(row.count(" | ") == 14 for row in rows)
 
 
 def test_the_curves_are_real_plots_of_the_run(run_module, tmp_path, summary):

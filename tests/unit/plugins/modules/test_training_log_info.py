@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.gpuops.training.plugins.modules import training_log_info
 
 
@@ -194,3 +196,46 @@ def test_a_kill_without_a_pod_is_refused_naming_the_option(run_module, tmp_path)
     )
     assert run.failed
     assert run.result["msg"].startswith("container_kills[0] must name its pod")
+
+
+def timed_log(rank, compute_s):
+    """Two step records whose timing says the rank computes COMPUTE_S seconds a step of 4 images."""
+    timing = {"step_s": 2.0, "data_s": 0.0, "compute_s": compute_s, "collective_s": 2.0 - compute_s}
+    return "\n".join(
+        [metrics(rank, "run_start", backend="gloo", batch_size=4, grad_accum_steps=1)]
+        + [metrics(rank, "step", step=step, images_per_s=2.0, timing=timing) for step in (1, 2)]
+    )
+
+
+def test_a_straggler_is_named_with_the_pod_log_its_records_came_from(run_module, tmp_path):
+    for rank, compute_s in enumerate([1.0, 1.0, 1.9]):
+        (tmp_path / f"job-worker-{rank}.log").write_text(timed_log(rank, compute_s))
+    run = run_module(training_log_info.main, {"paths": ["*.log"], "base_dir": str(tmp_path)})
+    assert run.exit_code == 0
+    assert run.result["straggler_percent"] == 20
+    assert run.result["ranks"][2]["timing"]["compute_s"] == 1.9
+    assert run.result["stragglers"] == [
+        {
+            "rank": 2,
+            "compute_images_per_s": round(4 / 1.9, 6),
+            "peer_median": 4.0,
+            "percent_below": 47.4,
+            "source": str(tmp_path / "job-worker-2.log"),
+        }
+    ]
+    # 0 turns the check off.
+    run = run_module(
+        training_log_info.main, {"paths": ["*.log"], "base_dir": str(tmp_path), "straggler_percent": 0}
+    )
+    assert run.exit_code == 0 and run.result["stragglers"] == []
+
+
+@pytest.mark.parametrize("percent", [-1, 100, 150, "nan", "inf"])
+def test_a_straggler_percent_outside_0_to_100_is_named_with_what_is_expected(run_module, percent):
+    run = run_module(training_log_info.main, {"content": timed_log(0, 1.0), "straggler_percent": percent})
+    assert run.failed
+    assert run.result["msg"] == (
+        "straggler_percent must be a number of percent above 0 and below 100, or 0 to turn the check off, "
+        "got %s" % float(percent)
+    )
+    assert "ranks" not in run.result  # refused before any log was read
