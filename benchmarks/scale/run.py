@@ -38,7 +38,7 @@ import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
-from fleet import FLEET_KEY, FleetJob, FleetLogServer, fleet_node_specs, fleet_nodes  # noqa: E402
+from fleet import TRAINER_ARGS, FleetJob, FleetLogServer, fleet_job_vars, fleet_node_specs, fleet_nodes  # noqa: E402
 from k8s_harness import Harness  # noqa: E402
 
 # The last commit whose training_job role read every pod's log with kubernetes.core.k8s_log in a
@@ -47,23 +47,6 @@ BASELINE_COMMIT = "e300ce2"
 CASES = ["16x1", "16x10", "64x1", "64x10", "128x1", "128x10"]
 BASELINE_CASES = ["16x1", "16x10"]
 BIN = pathlib.Path(sys.executable).parent
-# A small real run of the trainer: its records are the template of every simulated rank's.
-TRAINER_ARGS = [
-    "--model=retinanet_resnet18_fpn",
-    "--dataset=synthetic",
-    "--synthetic-images=16",
-    "--synthetic-classes=3",
-    "--image-size=96",
-    "--min-size=96",
-    "--max-size=96",
-    "--epochs=3",
-    "--batch-size=2",
-    "--warmup-iters=2",
-    "--workers=0",
-    "--dist-backend=gloo",
-    "--print-freq=2",
-    "--threads=1",
-]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -241,33 +224,6 @@ def phase_seconds(tasks: list[tuple[str, float]]) -> tuple[float, float]:
     return round(collect, 2), round(verify, 2)
 
 
-def make_settings(kubeconfig, namespace, runs_dir, pods, run_duration_s):
-    return {
-        "training_job_launcher": "pytorchjob",
-        "training_job_name": "fl",
-        "training_job_runs_dir": str(runs_dir),
-        "training_job_namespace": namespace,
-        "training_job_kubeconfig": str(kubeconfig),
-        "training_job_image": "registry.example/gpuops-trainer:bench",
-        "training_job_nnodes": pods,
-        "training_job_nproc_per_node": 8,
-        "training_job_gpus_per_node": 8,
-        "training_job_backend": "auto",
-        "training_job_cpu": "32",
-        "training_job_memory": "512Gi",
-        "training_job_fabric": "ib",
-        "training_job_network": "rdma-net",
-        "training_job_checkpoint_pvc": "",
-        "training_job_node_selector": {FLEET_KEY: "true"},
-        "training_job_tolerations": [{"key": FLEET_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "training_job_timeout_s": 3600,
-        "training_job_progress_interval_s": 10,
-        "training_job_poll_interval_s": 1,
-        "training_job_pod_annotations": {"gpuops.test/run-duration": "%ds" % run_duration_s},
-        "training_verify_memlock_unlimited": False,
-    }
-
-
 def run_case(harness, api, template, workdir, pods, mb, collections, label):
     namespace = "bench-%s-%d-%d" % (label, pods, mb)
     harness.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=300s")
@@ -291,7 +247,15 @@ def run_case(harness, api, template, workdir, pods, mb, collections, label):
         ANSIBLE_NOCOLOR="1",
         PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")),
     )
-    settings = make_settings(harness.kubeconfig, namespace, runs_dir, pods, run_duration)
+    settings = fleet_job_vars(
+        harness.kubeconfig,
+        namespace,
+        runs_dir,
+        "pytorchjob",
+        pods,
+        run_duration,
+        training_job_checkpoint_pvc="",
+    )
     command = [str(BIN / "ansible-playbook"), "-i", "inventories/local", "playbooks/train.yml"]
     command += ["--extra-vars", json.dumps(settings)]
     server.start()
@@ -332,7 +296,7 @@ def run_case(harness, api, template, workdir, pods, mb, collections, label):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--cases", nargs="+", default=CASES, help="PODSxMB, e.g. 16x1 128x10")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline at 16 pods")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -207,7 +207,7 @@ class _MemoryTrack:
         if self.peak is None or top > self.peak:
             self.peak, self.where = top, where
         phase, epoch, _step = where
-        if type(epoch) is int and phase not in PRE_TRAINING_PHASES:
+        if _is_byte_count(epoch) and phase not in PRE_TRAINING_PHASES:
             known = self.epoch_min.get(epoch)
             if known is None or value < known:
                 self.epoch_min[epoch] = value
@@ -474,22 +474,22 @@ class TrainingLogParser:
         """Take the ``memory`` sample of a step record or a memory event. The hot path of a long
         run's log: the newest sample is kept as a reference and described once, at the end."""
         sample = record.get("memory")
-        if type(sample) is not dict:
+        if not isinstance(sample, dict):
             return
         where = (phase, record.get("epoch"), record.get("step"))
         taken = False
         for name, key, high_water_key, _kind in MEMORY_QUANTITIES:
             value = sample.get(key)
-            if type(value) is not int or value < 0:
+            if not _is_byte_count(value):
                 continue
             high_water = sample.get(high_water_key) if high_water_key else None
             track = state.memory.get(name)
             if track is None:
                 track = state.memory[name] = _MemoryTrack()
-            track.add(value, high_water if type(high_water) is int and high_water >= 0 else None, where)
+            track.add(value, high_water if _is_byte_count(high_water) else None, where)
             taken = True
         limit = sample.get("cgroup_limit_bytes")
-        if type(limit) is int and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
+        if _is_byte_count(limit) and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
             state.cgroup_limit = limit
         if taken:
             state.memory_samples += 1

@@ -146,6 +146,59 @@ def rank_init_lines(rank, nranks, round_index, rng, host=None, complete=True):
     return lines
 
 
+# A small real run of the trainer on CPU that still shows a falling loss and writes checkpoints
+# (about 20 s on 2 cores): its records are the template of every simulated rank's.
+TRAINER_ARGS = [
+    "--model=retinanet_resnet18_fpn",
+    "--dataset=synthetic",
+    "--synthetic-images=16",
+    "--synthetic-classes=3",
+    "--image-size=96",
+    "--min-size=96",
+    "--max-size=96",
+    "--epochs=3",
+    "--batch-size=2",
+    "--lr=0.01",
+    "--warmup-iters=2",
+    "--workers=0",
+    "--dist-backend=gloo",
+    "--print-freq=2",
+    "--threads=1",
+]
+
+
+def fleet_job_vars(kubeconfig, namespace, runs_dir, launcher, pods, run_duration_s, **extra):
+    """train.yml's variables for a job of ``pods`` pods x 8 ranks on the fleet nodes (8 GPUs,
+    IB, the nodes' taint tolerated and their label selected), running ``run_duration_s``."""
+    settings = {
+        "training_job_launcher": launcher,
+        "training_job_name": "fl",
+        "training_job_runs_dir": str(runs_dir),
+        "training_job_namespace": namespace,
+        "training_job_kubeconfig": str(kubeconfig),
+        "training_job_image": "registry.example/gpuops-trainer:test",
+        "training_job_nnodes": pods,
+        "training_job_nproc_per_node": RANKS_PER_POD,
+        "training_job_gpus_per_node": GPUS_PER_NODE,
+        "training_job_backend": "auto",
+        "training_job_cpu": "32",
+        "training_job_memory": "512Gi",
+        "training_job_fabric": "ib",
+        "training_job_network": "rdma-net",
+        "training_job_node_selector": {FLEET_KEY: "true"},
+        "training_job_tolerations": [{"key": FLEET_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "training_job_timeout_s": 3600,
+        "training_job_progress_interval_s": 5,
+        "training_job_poll_interval_s": 1,
+        # Room to serve every pod's log while it runs (the early copies read them then).
+        "training_job_pod_annotations": {"gpuops.test/run-duration": "%ds" % run_duration_s},
+        # The template run's ranks report this machine's locked-memory limit.
+        "training_verify_memlock_unlimited": False,
+    }
+    settings.update(extra)
+    return settings
+
+
 def node_index(pod):
     """The node (pod) index of a training pod, whoever created it; None when unknown."""
     metadata = pod.get("metadata") or {}

@@ -26,28 +26,11 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from fleet import TRAINER_ARGS  # noqa: E402
 from pytest_plugin import k8s_cluster, k8s_namespace  # noqa: E402
 
 __all__ = ["k8s_cluster", "k8s_namespace", "launch_namespace", "trainer_rank_logs", "checkpoint_pvc"]
 
-# A small CPU run that still shows a falling loss and writes checkpoints (about 20 s on 2 cores).
-TRAINER_ARGS = [
-    "--model=retinanet_resnet18_fpn",
-    "--dataset=synthetic",
-    "--synthetic-images=16",
-    "--synthetic-classes=3",
-    "--image-size=96",
-    "--min-size=96",
-    "--max-size=96",
-    "--epochs=3",
-    "--batch-size=2",
-    "--lr=0.01",
-    "--warmup-iters=2",
-    "--workers=0",
-    "--dist-backend=gloo",
-    "--print-freq=2",
-    "--threads=1",
-]
 # The ranks' soft locked-memory limit in that run, lowered from whatever this machine gives
 # (any process may lower its own), so the verdicts on it do not depend on the machine.
 TRAINER_MEMLOCK_BYTES = 1 << 20

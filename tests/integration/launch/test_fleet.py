@@ -15,7 +15,7 @@ import pathlib
 import re
 
 import pytest
-from fleet import FLEET_KEY, FleetJob, FleetLogServer, fleet_node_specs, fleet_nodes
+from fleet import FleetJob, FleetLogServer, fleet_job_vars, fleet_node_specs, fleet_nodes
 
 PLAYBOOK = "playbooks/train.yml"
 INVENTORY = "inventories/local"
@@ -33,42 +33,15 @@ def fleet(k8s_cluster):
     k8s_cluster.kubectl("delete", "node", *names, "--wait=false", check=False)
 
 
-def fleet_vars(cluster, namespace, runs_dir, launcher, **extra):
-    settings = {
-        "training_job_launcher": launcher,
-        "training_job_name": "fl",
-        "training_job_runs_dir": str(runs_dir),
-        "training_job_namespace": namespace,
-        "training_job_kubeconfig": str(cluster.kubeconfig),
-        "training_job_image": "registry.example/gpuops-trainer:test",
-        "training_job_nnodes": PODS,
-        "training_job_nproc_per_node": 8,
-        "training_job_gpus_per_node": 8,
-        "training_job_backend": "auto",
-        "training_job_cpu": "32",
-        "training_job_memory": "512Gi",
-        "training_job_fabric": "ib",
-        "training_job_network": "rdma-net",
-        "training_job_node_selector": {FLEET_KEY: "true"},
-        "training_job_tolerations": [{"key": FLEET_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "training_job_timeout_s": 600,
-        "training_job_progress_interval_s": 5,
-        "training_job_poll_interval_s": 1,
-        # Room to serve every pod's log while it runs (early copies read them then).
-        "training_job_pod_annotations": {"gpuops.test/run-duration": "20s"},
-        "training_verify_memlock_unlimited": False,
-    }
-    settings.update(extra)
-    return settings
-
-
 def run_fleet(run_playbook, cluster, namespace, tmp_path, job, launcher, annotate=None, **extra):
     logs = job.write_logs(tmp_path / "pod-logs", POD_BYTES)
     server = FleetLogServer(cluster.api_client(), cluster.harness.state_dir, namespace, logs, annotate)
     server.start()
     try:
         run = run_playbook(
-            PLAYBOOK, INVENTORY, fleet_vars(cluster, namespace, tmp_path / "runs", launcher, **extra)
+            PLAYBOOK,
+            INVENTORY,
+            fleet_job_vars(cluster.kubeconfig, namespace, tmp_path / "runs", launcher, PODS, 20, **extra),
         )
     finally:
         server.stop()

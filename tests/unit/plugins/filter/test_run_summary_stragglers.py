@@ -23,7 +23,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.training_log impor
 
 run_summary = FilterModule().filters()["run_summary"]
 NO_NCCL = {"failures": [], "nccl_used": False}
-PODS = ["rn-worker-0", "rn-worker-1", "rn-worker-2"]
+PODS = ("rn-worker-0", "rn-worker-1", "rn-worker-2")
 POD_NODES = {"rn-worker-0": "gpu-a", "rn-worker-1": "gpu-b", "rn-worker-2": "gpu-c"}
 
 
