@@ -10,8 +10,10 @@ Collectors' prefixes, NCCL INFO lines between the rows, and header lines that lo
 ``#`` (pasted into markdown) are tolerated.
 
 Several processes writing to one stream break rows: ``mpirun --tag-output`` tags each piece
-of output it receives, so a row can arrive in pieces with other ranks' lines between them,
-and another rank's NCCL line can start in the middle of a row. A row cut that way is put
+of output it receives, so a row can arrive in pieces with other ranks' lines between them, or
+on one line with the tag in its middle as well as in front (``... sum -1[1,0]<stdout>: 85.70
+...``; a tag in the middle can also start another rank's line), and another rank's NCCL line
+can start in the middle of a row. A row cut that way is put
 back together from its pieces (a piece of a tagged row only joins pieces with the same tag),
 when exactly one way of joining them reads as a row of the table's columns; a piece that
 never completes, or that joins in several ways, is named in ``parse_warnings``.
@@ -27,7 +29,10 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
+    iter_lines,
+    split_mpi_tags,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     MAX_PARSE_WARNINGS,
     ErrorCollector,
@@ -186,10 +191,19 @@ class NcclTestsParser:
     def feed(self, source, text, line_number=None, tags=None):
         """Take one line (normalised by ``log_sources.normalize_line``) and its tags."""
         self.lines += 1
+        where = "%s:%d" % (source, line_number) if line_number is not None else source
+        if "]<std" in text:
+            # mpirun --tag-output tagged each write: the pieces between the tags are read as
+            # lines of their own (pieces of a row join again below), each under its tag.
+            for piece, piece_tags in split_mpi_tags(text, tags):
+                self._read(source, piece, where, piece_tags)
+        else:
+            self._read(source, text, where, tags)
+
+    def _read(self, source, text, where, tags):
         stripped = text.strip()
         if not stripped:
             return
-        where = "%s:%d" % (source, line_number) if line_number is not None else source
         first = stripped[0]
         if "Test NCCL failure" in stripped or "Test CUDA failure" in stripped:
             if self.table is not None:
