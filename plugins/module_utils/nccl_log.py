@@ -354,6 +354,9 @@ class NcclLogParser:
         self.nccl_version = None
         self.cuda_version = None
         self.communicators = {}  # (host, pid, comm) -> facts
+        # (comm, rank, nranks) -> the keys of communicators that were announced so: a piece
+        # of a line another process cut short has no prefix (no host), yet is one of them.
+        self._members = {}
         self.networks = set()
         self.net_paths = set()  # distinct "NET/..." paths of channel lines
         self.ib_devices = {}
@@ -677,7 +680,18 @@ class NcclLogParser:
         if host and host not in self.hosts:
             _add_bounded(self.hosts, host)
         key = (host, pid, comm)
-        entry = self.communicators.get(key)
+        if host is None:
+            # A piece of a line another process's output cut short has no prefix of its own:
+            # it announces a communicator with a host when the address, rank and size say so.
+            entry = self._member_with_host(comm, rank, nranks)
+            if entry is not None:
+                start = False  # a cut copy of an announcement: no new communicator
+            else:
+                entry = self.communicators.get(key)
+        else:
+            entry = self.communicators.get(key)
+            if entry is None:
+                entry = self._member_without_host(key, rank, nranks)
         if entry is None:
             if len(self.communicators) >= MAX_COMMUNICATORS:
                 self._parse_warning(
@@ -697,6 +711,7 @@ class NcclLogParser:
                 "nnodes": None,
                 "init_complete": False,
             }
+            self._members.setdefault((comm, rank, nranks), []).append(key)
         elif start and entry["init_complete"]:
             # NCCL reused the address of a destroyed communicator for a new one.
             entry["init_complete"] = False
@@ -704,6 +719,34 @@ class NcclLogParser:
         entry.update(values)
         if complete:
             entry["init_complete"] = True
+
+    def _member_with_host(self, comm, rank, nranks):
+        """The one communicator with a host announced with this address, rank and size, or None."""
+        keys = self._members.get((comm, rank, nranks))
+        if not keys:
+            return None
+        known = [key for key in keys if key[0] is not None]
+        if len(known) != 1:
+            return None
+        entry = self.communicators[known[0]]
+        return entry if (entry["rank"], entry["nranks"]) == (rank, nranks) else None
+
+    def _member_without_host(self, key, rank, nranks):
+        """The communicator a piece without a prefix announced with this address, rank and
+        size, now filed under ``key`` (its host, pid and address), or None."""
+        host, pid, comm = key
+        keys = self._members.get((comm, rank, nranks))
+        piece = (None, None, comm)
+        if not keys or piece not in keys:
+            return None
+        entry = self.communicators[piece]
+        if (entry["rank"], entry["nranks"]) != (rank, nranks):
+            return None  # the piece's address went to another rank since
+        del self.communicators[piece]
+        keys[keys.index(piece)] = key
+        entry["host"], entry["pid"] = host, pid
+        self.communicators[key] = entry
+        return entry
 
     def _on_rank_line(self, text):
         """nccl-tests' ``#  Rank  0 Group  0 Pid 123 on host device  0 [0x1b] NVIDIA H100``."""
@@ -780,7 +823,8 @@ class NcclLogParser:
             "communicators": listed,
             "communicator_count": len(comms),
             "init_complete_ranks": init_complete_ranks,
-            "missing_ranks": missing_ranks(nranks, init_complete_ranks),
+            # Without a communicator line the log cannot say which ranks reached Init COMPLETE.
+            "missing_ranks": missing_ranks(nranks, init_complete_ranks) if comms else [],
             "transport": transport,
             "networks": sorted(self.networks),
             "net_paths": sorted(self.net_paths),
@@ -910,7 +954,9 @@ def check_expectations(result, expect):
     """
     expect = expect or {}
     if unverifiable(expect):
-        return _error_failures(result, expect)
+        # The INFO lines the settings say were off are there all the same: a rank they show
+        # missing still fails (a result never passes while it lists missing ranks).
+        return _init_failures(result, None) + _error_failures(result, expect)
     failures = []
     if expect.get("nccl_used") and not result["nccl_used"]:
         failures.append(
@@ -920,28 +966,12 @@ def check_expectations(result, expect):
         # Failures PyTorch reported about NCCL are still worth naming.
         return failures + _error_failures(result, expect)
     nranks = expect.get("nranks")
-    if nranks is not None:
-        if result["nranks"] != nranks:
-            failures.append(
-                "nranks: expected a communicator of %d ranks, found %s (check the world size the "
-                "launcher started and that every rank's log was collected)" % (nranks, result["nranks"])
-            )
-        if result.get("nranks_source") != "nccl-tests":
-            present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
-            missing = missing_ranks(nranks, present)
-            if missing:
-                total = nranks - len(present)
-                hosts = {
-                    comm["rank"]: comm.get("host")
-                    for comm in result.get("communicators") or []
-                    if comm.get("nranks") == nranks and comm.get("rank") in missing[:MAX_PARTS]
-                }
-                where = (" " + where_ranks_ran(hosts, "host")) if hosts and total <= MAX_PARTS else ""
-                failures.append(
-                    "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, %s did not%s "
-                    "(read those ranks' logs: they hung or failed during NCCL init)"
-                    % (nranks - 1, ranks_phrase(missing, total), where)
-                )
+    if nranks is not None and result["nranks"] != nranks:
+        failures.append(
+            "nranks: expected a communicator of %d ranks, found %s (check the world size the "
+            "launcher started and that every rank's log was collected)" % (nranks, result["nranks"])
+        )
+    failures.extend(_init_failures(result, nranks))
     transport = expect.get("transport")
     if transport and result["transport"] != transport:
         found = result["transport"] or "no network"
@@ -958,6 +988,34 @@ def check_expectations(result, expect):
             % ("it disabled" if result["gdr"] is False else "no statement in the log")
         )
     return failures + _error_failures(result, expect)
+
+
+def _init_failures(result, nranks):
+    """The ranks below ``nranks`` (expected; else the size the log shows, when it lists
+    missing ranks) that did not reach Init COMPLETE, as one message; none when the log has
+    no communicator line to tell (nranks read from nccl-tests' rank lines)."""
+    if result.get("nranks_source") == "nccl-tests":
+        return []
+    if nranks is None:
+        if not result.get("missing_ranks"):
+            return []
+        nranks = result["nranks"]
+    present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
+    missing = missing_ranks(nranks, present)
+    if not missing:
+        return []
+    total = nranks - len(present)
+    hosts = {
+        comm["rank"]: comm.get("host")
+        for comm in result.get("communicators") or []
+        if comm.get("nranks") == nranks and comm.get("rank") in missing[:MAX_PARTS]
+    }
+    where = (" " + where_ranks_ran(hosts, "host")) if hosts and total <= MAX_PARTS else ""
+    return [
+        "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, %s did not%s "
+        "(read those ranks' logs: they hung or failed during NCCL init)"
+        % (nranks - 1, ranks_phrase(missing, total), where)
+    ]
 
 
 def _error_failures(result, expect):

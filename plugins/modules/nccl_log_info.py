@@ -28,7 +28,10 @@ description:
     C(# Rank N ... on host) lines are there, the job size is read from them.
   - With O(expect), unmet expectations (a rank that never initialised, a TCP fallback when
     InfiniBand was expected, no GPUDirect RDMA, a classified error) become a failure whose message
-    names the field, what was expected, what was found and the remedy.
+    names the field, what was expected, what was found and the remedy. Ranks listed in
+    RV(missing_ranks) fail the module whatever is expected.
+  - A communicator announced twice, once in a piece of a line that another process's output cut
+    short (a piece without a prefix of its own), is one communicator, not a second one.
   - Logs of any size are read in constant memory; lines without C(NCCL) are skipped by a search
     that runs in C over large chunks of each file.
 version_added: 0.1.0
@@ -120,7 +123,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ok:
-  description: Whether every expectation in O(expect) held.
+  description: Whether every expectation in O(expect) held and RV(missing_ranks) is empty.
   returned: always
   type: bool
 failures:
@@ -169,7 +172,10 @@ init_complete_ranks:
   type: list
   elements: int
 missing_ranks:
-  description: Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536).
+  description: >-
+    Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536); empty when no
+    NCCL communicator line tells (RV(nranks) read from nccl-tests' rank lines). Any rank listed
+    here is also a failure in RV(failures).
   returned: always
   type: list
   elements: int

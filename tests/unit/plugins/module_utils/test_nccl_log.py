@@ -265,6 +265,59 @@ def test_a_rank_counts_as_initialised_only_when_every_communicator_completed():
     assert len(result["communicators"]) == 3
 
 
+GARBLED_TRACE = PUBLISHED_FIXTURES / "socket-docker-eth0-sharp-plugin-garbled-trace.log"
+# Constructed: the Init COMPLETE lines NCCL 2.19 prints for ranks 0 and 1 of that log later on
+# (its published cut ends before them); host, pid, thread, device, address and bus id as the
+# log gives them for each rank, the commId ours.
+GARBLED_TRACE_COMPLETE = "".join(
+    "c0b58536a5f1:%d:%d [%d] NCCL INFO comm %s rank %d nranks 4 cudaDev %d nvmlDev %d busId %s "
+    "commId 0x7c1e5b2a90d34f61 - Init COMPLETE\n" % (pid, tid, rank, comm, rank, rank, rank, bus)
+    for pid, tid, rank, comm, bus in (
+        (324666, 325478, 0, "0x56074772e360", "27000"),
+        (324667, 325481, 1, "0x558483af6490", "2d000"),
+    )
+)
+
+
+def test_a_communicator_announced_in_a_line_cut_short_is_the_one_that_completes():
+    # Line 21 of the real log: rank 1's Init START is cut short ("rank 1 nr") by rank 0's,
+    # itself cut short ("rank 0 nranks 4 c") by rank 1's next line. Rank 0's piece has no
+    # prefix of its own: it is rank 0's communicator all the same, not a second one.
+    result = parse_text(GARBLED_TRACE.read_text() + GARBLED_TRACE_COMPLETE)
+    assert [(comm["host"], comm["pid"], comm["rank"]) for comm in result["communicators"]] == [
+        ("c0b58536a5f1", 324666, 0),
+        ("c0b58536a5f1", 324667, 1),
+    ]
+    assert result["init_complete_ranks"] == [0, 1]
+    assert result["missing_ranks"] == [2, 3]
+    # The cut announcement read after the whole line joins it too (constructed order).
+    lines = GARBLED_TRACE_COMPLETE.splitlines(keepends=True)
+    glued = "c0b58536a5f1:324667:325481 [1] NCCL INFO x c0b58536a5f1:324666:325478 [0] NCCL INFO comm "
+    glued += "0x56074772e360 rank 0 nranks 4 c\n"
+    result = parse_text(lines[0] + glued + lines[1])
+    assert (result["communicator_count"], result["init_complete_ranks"]) == (2, [0, 1])
+
+
+def test_a_result_that_lists_missing_ranks_never_passes():
+    result = parse_text(
+        "h:1:2 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n"
+        "h:3:4 [1] NCCL INFO comm 0xb rank 1 nranks 2 cudaDev 1 busId 2 - Init START\n"
+    )
+    assert result["missing_ranks"] == [1]
+    missing = (
+        "init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, rank 1 did not on host h (read "
+        "those ranks' logs: they hung or failed during NCCL init)"
+    )
+    assert check_expectations(result, {}) == [missing]
+    assert check_expectations(result, {"transport": "IB"}) == [
+        missing,
+        "transport: expected IB, found no network",
+    ]
+    assert check_expectations(result, {"nranks": 2}) == [missing]
+    # NCCL_DEBUG=WARN said, yet INFO lines are there: what they show still counts.
+    assert check_expectations(result, {"nranks": 2, "debug": "WARN"}) == [missing]
+
+
 def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
     result = parse_text(
         "#  Rank  0 Group  0 Pid 448056 on cnode2-001 device  0 [0000:9d:00] NVIDIA H100 80GB HBM3\n"
@@ -275,8 +328,11 @@ def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
     assert result["nranks_source"] == "nccl-tests"
     assert result["hosts"] == ["cnode2-001", "cnode2-004"]
     assert result["nccl_used"] is True
-    # Init COMPLETE is not printed without NCCL_DEBUG=INFO: do not fail on it.
+    # Init COMPLETE is not printed without NCCL_DEBUG=INFO: do not fail on it, nor list a rank
+    # as missing.
+    assert result["missing_ranks"] == []
     assert check_expectations(result, {"nranks": 2}) == []
+    assert check_expectations(result, {}) == []
 
 
 def test_unmet_expectations_name_field_expected_found_and_remedy():
@@ -296,15 +352,21 @@ def test_unmet_expectations_name_field_expected_found_and_remedy():
 def test_no_errors_turns_each_classified_failure_into_a_message():
     result = parse_nccl_logs(collect_sources(paths=[str(OWN_FIXTURES / "ibv-reg-mr-memlock.log")]))
     failures = check_expectations(result, {"no_errors": True})
-    assert [failure.split(":")[1].split()[-1] for failure in failures] == [
+    # Neither rank reached Init COMPLETE: that fails whatever is expected.
+    (init,) = check_expectations(result, {})
+    assert init.startswith(
+        "init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, ranks 0, 1 did not on host "
+        "gpu-node-a"
+    )
+    assert failures[0] == init
+    assert [failure.split(":")[1].split()[-1] for failure in failures[1:]] == [
         "memory_registration",
         "system_error",
     ]
     assert (
         "ibv-reg-mr-memlock.log:14: gpu-node-a:41:59 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr"
-        in failures[0]
+        in failures[1]
     )
-    assert check_expectations(result, {}) == []
 
 
 def test_long_lines_are_cut_and_a_file_is_read_across_chunk_boundaries(tmp_path, monkeypatch):
