@@ -5,7 +5,8 @@
 NCCL prefixes its lines with ``host:pid:tid [cudaDev] NCCL INFO|WARN`` (a WARN may carry
 ``file.cc:line`` before ``NCCL``). From those lines this parser extracts the NCCL and CUDA
 versions, the bootstrap interface, every communicator's rank, size, device and whether it
-reached ``Init COMPLETE``, the network transport (IB or RoCE devices, sockets, or a net
+reached ``Init COMPLETE`` (when no init line survived, the size and the ranks of the ``Abort
+COMPLETE`` / ``Destroy COMPLETE`` lines), the network transport (IB or RoCE devices, sockets, or a net
 plugin such as aws-ofi-nccl), GPUDirect RDMA, the intra-node paths, channel counts and
 every WARN line. It classifies the failures it recognises and names their remedy in this
 collection's terms.
@@ -371,6 +372,9 @@ class NcclLogParser:
         self.warning_count = 0
         self.hosts = set()
         self.tests_ranks = {}  # nccl-tests "Rank N ... on host" lines: rank -> host
+        # Ranks of the Abort / Destroy COMPLETE lines, by communicator size: the world size
+        # when no init line survived (a crashed run's tail).
+        self.teardown_ranks = {}
         self.errors = ErrorCollector()
         self.parse_warnings = []
         self.parse_warning_count = 0
@@ -626,11 +630,9 @@ class NcclLogParser:
         """A communicator line; ``where`` may be None (see _where): it is needed rarely."""
         if "\ufffd" in body:
             self.invalid_utf8_lines += 1
-        if "Destroy COMPLETE" in body:
-            return
+        teardown = "Destroy COMPLETE" in body or "Abort COMPLETE" in body
         if "Abort COMPLETE" in body:
             self.errors.add("aborted", body, self._where(where), rank=rank)
-            return
         tokens = body[body.find("comm 0x") :].split()
         # "comm 0x.. rank R nranks N cudaDev D nvmlDev M busId B commId C - Init COMPLETE":
         # the pairs after the address, a later one winning over an earlier one.
@@ -643,6 +645,9 @@ class NcclLogParser:
                 self._parse_warning(
                     self._where(where), "communicator line without a readable rank and nranks"
                 )
+            return
+        if teardown:
+            self._on_teardown(header, rank, nranks)
             return
         values = []
         for field, name, convert in _COMM_FIELDS:
@@ -659,6 +664,20 @@ class NcclLogParser:
             "Init COMPLETE" in body,
             where,
         )
+
+    def _on_teardown(self, header, rank, nranks):
+        """``comm ... rank R nranks N ... - Abort|Destroy COMPLETE``: rank R of a communicator
+        of N ranks existed (whether its init completed, these lines do not say)."""
+        if not 0 <= rank < nranks:
+            return
+        self._add_host(header)
+        ranks = self.teardown_ranks.get(nranks)
+        if ranks is None:
+            if len(self.teardown_ranks) >= MAX_NAMES:
+                return
+            ranks = self.teardown_ranks[nranks] = set()
+        if len(ranks) < MAX_RANKS_LISTED:
+            ranks.add(rank)
 
     def host_pid_of(self, header):
         """_host_pid(header), remembered: a rank prints many lines with the same prefix."""
@@ -788,12 +807,29 @@ class NcclLogParser:
             world_state[comm["rank"]] = world_state.get(comm["rank"], True) and comm["init_complete"]
         init_complete_ranks = sorted(rank for rank, complete in world_state.items() if complete)
         nranks_source = "communicators" if nranks is not None else None
+        if nranks is None and self.teardown_ranks:
+            # No init line survived: the Abort / Destroy COMPLETE lines say how many ranks there were.
+            nranks = max(self.teardown_ranks)
+            nranks_source = "teardown"
         hosts = set(self.hosts)
         if self.tests_ranks:
             hosts.update(list(self.tests_ranks.values())[: MAX_NAMES - len(hosts)])
             if nranks is None:
                 nranks = max(self.tests_ranks) + 1
                 nranks_source = "nccl-tests"
+        # Ranks of the world the log names in any communicator line (or nccl-tests' rank lines).
+        if nranks_source == "nccl-tests":
+            seen = set(self.tests_ranks)
+        else:
+            seen = {comm["rank"] for comm in world}
+            seen.update(self.teardown_ranks.get(nranks, ()))
+        seen_ranks = sorted(seen)[:MAX_RANKS_LISTED]
+        if nranks_source == "communicators":
+            missing = missing_ranks(nranks, init_complete_ranks)
+        elif nranks_source == "teardown":
+            missing = missing_ranks(nranks, seen)  # init is not told: the ranks never named
+        else:
+            missing = []  # no communicator line tells which ranks reached Init COMPLETE
         kinds = sorted({_network_kind(name) for name in self.networks})
         if not kinds:
             if self.ib_devices:
@@ -823,8 +859,8 @@ class NcclLogParser:
             "communicators": listed,
             "communicator_count": len(comms),
             "init_complete_ranks": init_complete_ranks,
-            # Without a communicator line the log cannot say which ranks reached Init COMPLETE.
-            "missing_ranks": missing_ranks(nranks, init_complete_ranks) if comms else [],
+            "seen_ranks": seen_ranks,
+            "missing_ranks": missing,
             "transport": transport,
             "networks": sorted(self.networks),
             "net_paths": sorted(self.net_paths),
@@ -992,14 +1028,30 @@ def check_expectations(result, expect):
 
 def _init_failures(result, nranks):
     """The ranks below ``nranks`` (expected; else the size the log shows, when it lists
-    missing ranks) that did not reach Init COMPLETE, as one message; none when the log has
-    no communicator line to tell (nranks read from nccl-tests' rank lines)."""
-    if result.get("nranks_source") == "nccl-tests":
+    missing ranks) that did not reach Init COMPLETE, as one message; when the log has no init
+    line but Abort / Destroy COMPLETE ones, the ranks none of them names; none when the log
+    has no communicator line to tell (nranks read from nccl-tests' rank lines)."""
+    source = result.get("nranks_source")
+    if source == "nccl-tests":
         return []
     if nranks is None:
         if not result.get("missing_ranks"):
             return []
         nranks = result["nranks"]
+    if source == "teardown":
+        # Only Abort / Destroy COMPLETE lines: whether init completed is not told, only
+        # which ranks the log holds.
+        present = {rank for rank in result.get("seen_ranks") or [] if 0 <= rank < nranks}
+        missing = missing_ranks(nranks, present)
+        if not missing:
+            return []
+        total = nranks - len(present)
+        return [
+            "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE; no NCCL init line is in the "
+            "log, and %s %s in none of its lines (collect those ranks' logs, and read them: they hung or "
+            "failed during NCCL init if they never reached it)"
+            % (nranks - 1, ranks_phrase(missing, total), "appears" if total == 1 else "appear")
+        ]
     present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
     missing = missing_ranks(nranks, present)
     if not missing:

@@ -24,8 +24,10 @@ description:
     also in a log without any NCCL INFO line.
   - An NCCL message that starts in the middle of another process's line is read, with its host.
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
-    RV(nccl_used=false) instead of reporting success. When NCCL printed nothing but nccl-tests'
-    C(# Rank N ... on host) lines are there, the job size is read from them.
+    RV(nccl_used=false) instead of reporting success. When no init line survived (the tail of a
+    crashed run), the job size and the ranks present are read from the C(comm ... rank R nranks N
+    ... Abort COMPLETE) and C(Destroy COMPLETE) lines; when NCCL printed nothing but nccl-tests'
+    C(# Rank N ... on host) lines are there, from those.
   - With O(expect), unmet expectations (a rank that never initialised, a TCP fallback when
     InfiniBand was expected, no GPUDirect RDMA, a classified error) become a failure whose message
     names the field, what was expected, what was found and the remedy. Ranks listed in
@@ -159,11 +161,16 @@ hosts:
   type: list
   elements: str
 nranks:
-  description: Size of the largest communicator seen, or the number of ranks in nccl-tests' rank lines when NCCL printed no communicator.
+  description: >-
+    Size of the largest communicator seen; without an init line, the largest size the
+    C(Abort COMPLETE) and C(Destroy COMPLETE) lines name, else the number of ranks in
+    nccl-tests' rank lines.
   returned: always
   type: int
 nranks_source:
-  description: Where RV(nranks) came from, C(communicators) or C(nccl-tests); null when unknown.
+  description: >-
+    Where RV(nranks) came from: C(communicators) (init lines), C(teardown) (only Abort or
+    Destroy COMPLETE lines) or C(nccl-tests); null when unknown.
   returned: always
   type: str
 init_complete_ranks:
@@ -171,11 +178,19 @@ init_complete_ranks:
   returned: always
   type: list
   elements: int
+seen_ranks:
+  description: >-
+    Ranks below RV(nranks) that a communicator line of that size names (init, Abort or Destroy
+    COMPLETE), or nccl-tests' rank lines when RV(nranks_source=nccl-tests) (the first 65536).
+  returned: always
+  type: list
+  elements: int
 missing_ranks:
   description: >-
-    Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536); empty when no
-    NCCL communicator line tells (RV(nranks) read from nccl-tests' rank lines). Any rank listed
-    here is also a failure in RV(failures).
+    Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536); with
+    RV(nranks_source=teardown), the ranks no line names (the log cannot say whether the others
+    completed init); empty when no NCCL communicator line tells (RV(nranks_source=nccl-tests)).
+    Any rank listed here is also a failure in RV(failures).
   returned: always
   type: list
   elements: int

@@ -53,7 +53,16 @@ def test_every_fixture_gives_the_facts_its_index_promises(path, expect):
     result = parse_both_ways(path)
     tests = parse_nccl_tests(collect_sources(paths=[str(path)]))
     for key, expected in expect.items():
-        if key in ("nccl_version", "cuda_version", "nranks", "init_complete_ranks", "transport", "gdr"):
+        if key in (
+            "nccl_version",
+            "cuda_version",
+            "nranks",
+            "init_complete_ranks",
+            "seen_ranks",
+            "missing_ranks",
+            "transport",
+            "gdr",
+        ):
             assert result[key] == expected, key
         elif key == "p2p_types":
             assert set(expected) <= set(result["p2p_types"]), result["p2p_types"]
@@ -316,6 +325,33 @@ def test_a_result_that_lists_missing_ranks_never_passes():
     assert check_expectations(result, {"nranks": 2}) == [missing]
     # NCCL_DEBUG=WARN said, yet INFO lines are there: what they show still counts.
     assert check_expectations(result, {"nranks": 2, "debug": "WARN"}) == [missing]
+
+
+def test_without_an_init_line_the_world_size_comes_from_the_abort_and_destroy_lines():
+    # Real: the tail of a 16-rank torchrun job as one of its two nodes printed it, ranks 0-7
+    # aborting their communicators; no init line survived the cut.
+    result = parse_both_ways(OWN_FIXTURES / "abort-complete-tail-8of16-ranks.log")
+    assert (result["nranks"], result["nranks_source"]) == (16, "teardown")
+    assert result["seen_ranks"] == list(range(8))
+    assert result["missing_ranks"] == list(range(8, 16))
+    assert result["init_complete_ranks"] == [] and result["communicators"] == []
+    assert result["hosts"] == ["lsp-ws1"]
+    (failure,) = check_expectations(result, {"nranks": 16})
+    assert failure == (
+        "init_complete_ranks: expected ranks 0-15 to reach Init COMPLETE; no NCCL init line is in the log, "
+        "and ranks 8-15 appear in none of its lines (collect those ranks' logs, and read them: they "
+        "hung or failed during NCCL init if they never reached it)"
+    )
+    assert check_expectations(result, {}) == [failure]
+    # Real: the last lines of a 2-rank sendrecv_perf run (a contiguous cut of the published log,
+    # from its 160th line): both ranks destroy their communicator.
+    lines = (
+        (PUBLISHED_FIXTURES / "ib-gdrdma-2node-a100-sendrecv-2165.log").read_text().splitlines(keepends=True)
+    )
+    result = parse_text("".join(lines[159:]))
+    assert (result["nranks"], result["nranks_source"], result["seen_ranks"]) == (2, "teardown", [0, 1])
+    assert result["missing_ranks"] == [] and check_expectations(result, {"nranks": 2}) == []
+    assert result["hosts"] == ["n013", "n014"]
 
 
 def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
