@@ -65,6 +65,7 @@ class NcclScan:
         self._info_first_chars = parser.INFO_FIRST_CHARS
         self._other_needles = parser.OTHER_NEEDLES
         self._source = None
+        self._source_start = 0  # the parser's line count when the current source began
         self._block = b""
         self._cursor = self._cursor_lines = self._line_start = 0
         self._plain_headers = {}  # raw header -> host and pid, or False (see _plain_header)
@@ -81,6 +82,7 @@ class NcclScan:
         """Read every source; the parser ends up as line-by-line reading would leave it."""
         for source in sources:
             self._source = source.name
+            self._source_start = self.parser.lines
             for buffer, start, end in source.blocks():
                 self._scan_block(buffer, start, end)
 
@@ -265,13 +267,13 @@ class NcclScan:
         return sorted(found.items())
 
     def _line_number(self, position):
-        """Line number of the line starting at ``position`` of the current block.
+        """Line number, in its source, of the line starting at ``position`` of the current block.
 
         Positions only move forward: the newlines are counted once, as the scan goes.
         """
         self._cursor_lines += self._block.count(b"\n", self._cursor, position)
         self._cursor = position
-        return self._cursor_lines + 1
+        return self._cursor_lines + 1 - self._source_start
 
     def locate(self):
         """source:line of the line being read: the parser asks when it has a message about

@@ -312,3 +312,15 @@ def test_the_benchmark_log_reads_the_same_both_ways(tmp_path, share):
     assert result["init_complete_ranks"] == list(range(64))
     assert result["transport"] == "IB"
     assert result["gdr"] is True
+
+
+def test_lines_are_numbered_in_their_own_source():
+    sources = [
+        LogSource("rank0.log", text="x\ny\nh:1:2 [0] NCCL WARN first\n"),
+        LogSource(
+            "rank1.log", text="z\nh:3:4 [0] NCCL WARN second\nRuntimeError: NCCL error: invalid argument\n"
+        ),
+    ]
+    result = both_ways(sources)
+    assert [warning["line"] for warning in result["nccl_warnings"]] == ["rank0.log:3", "rank1.log:2"]
+    assert result["errors"][0]["lines"] == ["rank1.log:3: RuntimeError: NCCL error: invalid argument"]
