@@ -9,7 +9,8 @@ reached ``Init COMPLETE`` (when no init line survived, the size and the ranks of
 COMPLETE`` / ``Destroy COMPLETE`` lines), the network transport (IB or RoCE devices, sockets, or a net
 plugin such as aws-ofi-nccl), GPUDirect RDMA, the intra-node paths, channel counts and
 every WARN line. It classifies the failures it recognises and names their remedy in this
-collection's terms.
+collection's terms; for the NCCL errors PyTorch reports, the ``Last error:`` line torch prints
+after them and the line after it (what failed) are their evidence.
 
 Only lines holding ``NCCL`` matter (plus nccl-tests' ``Rank N ... on host`` lines, which
 give the job size when NCCL itself printed nothing, and torch's CUDA out-of-memory
@@ -45,6 +46,10 @@ MAX_COMMUNICATORS_LISTED = 4096  # in the result; communicator_count has them al
 MAX_NAMES = 1024  # hosts, devices, interfaces, path kinds
 MAX_PARSE_WARNINGS = 50
 MAX_SAMPLE_CHARS = 400
+MAX_DETAILS_NAMED = 3  # distinct "Last error" details named in an error's message
+# Lines after torch's NCCL error line in which its "Last error:" may come, and after that
+# line, in which what failed may come (other ranks' lines count).
+MAX_EVIDENCE_LINES = 4
 
 # Distinct INFO bodies remembered so that repeats are skipped.
 MAX_SEEN = 65536
@@ -241,19 +246,24 @@ def failure_remedy(kind):
 
 
 class ErrorCollector:
-    """Count the failures seen per kind and keep a few sample lines of each."""
+    """Count the failures seen per kind and keep a few sample lines of each.
+
+    Samples are kept for the first MAX_SAMPLES_PER_ERROR lines of a kind, each with the
+    lines that are its evidence (:meth:`add_evidence`), in the order of the log.
+    """
 
     def __init__(self):
         self._kinds = {}
+        self._sources = {}  # source name -> order of first sight, to keep samples in log order
 
     def classify(self, text, where, sample=None, rank=None):
-        """Record every failure kind ``text`` matches; return whether any did.
+        """Record every failure kind ``text`` matches; return the kinds it did.
 
         ``sample`` is the line to keep as an example, ``text`` when not given. ``rank`` is
         the rank a collector prefix named; without it, the rank the message names (torch's
         ``[Rank N]``) is kept.
         """
-        matched = False
+        matched = []
         for kind, needles, _message, _remedy in FAILURE_RULES:
             if matched and kind in FALLBACK_KINDS:
                 continue
@@ -262,7 +272,7 @@ class ErrorCollector:
                     if rank is None:
                         rank = message_rank(text)
                     self.add(kind, sample or text, where, rank=rank)
-                    matched = True
+                    matched.append(kind)
                     break
         return matched
 
@@ -276,18 +286,79 @@ class ErrorCollector:
                 "lines": [],
                 "count": 0,
                 "ranks": set(),
+                "order": [],  # where each of lines is in the log
+                "details": [],  # what the evidence says, as named in the message
+                "more_details": 0,
             }
         entry["count"] += 1
-        if len(entry["lines"]) < MAX_SAMPLES_PER_ERROR:
-            entry["lines"].append(_sample(where, text))
+        if entry["count"] <= MAX_SAMPLES_PER_ERROR:
+            self._insert(entry, where, text)
         if rank is not None and len(entry["ranks"]) < MAX_ERROR_RANKS:
             entry["ranks"].add(rank)
 
+    def sampled(self, kind):
+        """Whether the last line recorded for ``kind`` was kept as a sample."""
+        return self._kinds[kind]["count"] <= MAX_SAMPLES_PER_ERROR
+
+    def add_evidence(self, kinds, sampled, lines, detail):
+        """Lines (``(where, text)``) that tell more about the last failure of ``kinds``: kept
+        beside its sample for the kinds in ``sampled``; ``detail`` (what they say) is named
+        in the message of every kind."""
+        for kind in kinds:
+            entry = self._kinds[kind]
+            if kind in sampled:
+                for where, text in lines:
+                    self._insert(entry, where, text)
+            if detail and detail not in entry["details"]:
+                if len(entry["details"]) < MAX_DETAILS_NAMED:
+                    entry["details"].append(detail)
+                else:
+                    entry["more_details"] += 1
+
+    def _insert(self, entry, where, text):
+        """Keep a sample in the order of the log (evidence can be read before the samples of
+        the lines it follows in the log, see NcclScan)."""
+        key = self._order(where)
+        order, lines = entry["order"], entry["lines"]
+        index = len(lines)
+        if key is not None:
+            while index and order[index - 1] is not None and order[index - 1] > key:
+                index -= 1
+        order.insert(index, key)
+        lines.insert(index, _sample(where, text))
+
+    def _order(self, where):
+        """``(source order, line number)`` of a ``source:line`` place, or None."""
+        if not where:
+            return None
+        source, _colon, number = where.rpartition(":")
+        if not number.isdigit():
+            source, number = where, "0"
+        position = self._sources.get(source)
+        if position is None:
+            position = self._sources[source] = len(self._sources)
+        return position, int(number)
+
     def result(self):
         return [
-            dict(entry, lines=list(entry["lines"]), ranks=sorted(entry["ranks"]))
+            {
+                "kind": entry["kind"],
+                "message": _with_details(entry),
+                "remedy": entry["remedy"],
+                "lines": list(entry["lines"]),
+                "count": entry["count"],
+                "ranks": sorted(entry["ranks"]),
+            }
             for entry in self._kinds.values()
         ]
+
+
+def _with_details(entry):
+    """The message of a kind, naming what its evidence says (NCCL's last error)."""
+    if not entry["details"]:
+        return entry["message"]
+    more = " (and %d more)" % entry["more_details"] if entry["more_details"] else ""
+    return "%s; NCCL's last error: %s%s" % (entry["message"], " | ".join(entry["details"]), more)
 
 
 def message_rank(text):
@@ -376,6 +447,8 @@ class NcclLogParser:
         # when no init line survived (a crashed run's tail).
         self.teardown_ranks = {}
         self.errors = ErrorCollector()
+        # torch's NCCL error line whose evidence the next lines may hold (see on_follow_line).
+        self.evidence = None
         self.parse_warnings = []
         self.parse_warning_count = 0
         self.invalid_utf8_lines = 0
@@ -394,7 +467,11 @@ class NcclLogParser:
     def feed(self, source, text, tags=None, line_number=None):
         """Take one line (already normalised by ``log_sources.normalize_line``) and its tags."""
         self.lines += 1
-        self.read_line(text, _where(source, line_number), tags.get("rank") if tags else None)
+        where = _where(source, line_number)
+        rank = tags.get("rank") if tags else None
+        if self.evidence is not None:
+            self.on_follow_line(text, where, rank)
+        self.read_line(text, where, rank)
 
     def feed_sources(self, sources):
         """Read every source with the fast scan; same result as :meth:`feed_sources_line_by_line`."""
@@ -464,7 +541,51 @@ class NcclLogParser:
         self._note_bad_bytes(text)
         if "NCCL version" in text:
             self._on_version(text)
-        self.errors.classify(text, where, rank=rank)
+        kinds = self.errors.classify(text, where, rank=rank)
+        if kinds and "NCCL error" in text:
+            # torch's "NCCL error in: ..., <reason>, NCCL version X": the lines it prints next
+            # ("ncclXxxError: ...", "Last error:" and what failed) are its evidence.
+            self.evidence = _Evidence(
+                where, rank, kinds, [kind for kind in kinds if self.errors.sampled(kind)]
+            )
+
+    def on_follow_line(self, text, where, rank=None):
+        """A line after torch's NCCL error line, while :attr:`evidence` waits for its last error
+        (the line-by-line reader gives it every line; the fast scan the lines that follow)."""
+        evidence = self.evidence
+        if where.rpartition(":")[0] != evidence.source or (
+            "NCCL error" in text and find_marker(text, 0)[0] < 0
+        ):
+            self.evidence = None  # another source, or another error of torch's: its own evidence
+            return
+        evidence.left -= 1
+        if rank is not None and evidence.rank is not None and rank != evidence.rank:
+            if evidence.left <= 0:
+                self.evidence = None
+            return  # another rank's line
+        text = text.strip()
+        if evidence.last_error is None:
+            at = text.find("Last error:")
+            if at < 0:
+                if evidence.left <= 0:
+                    self.evidence = None
+                return
+            detail = text[at + len("Last error:") :].strip()
+            if detail:  # "Last error: <what failed>" on one line
+                self._add_evidence([(where, text)], detail)
+            else:
+                # What failed is on the next line, behind the same prefix (a logger's, say).
+                evidence.last_error = (where, text, text[:at])
+                evidence.left = MAX_EVIDENCE_LINES
+            return
+        last_where, last_text, prefix = evidence.last_error
+        detail = text[len(prefix) :].strip() if prefix and text.startswith(prefix) else text
+        self._add_evidence([(last_where, last_text), (where, text)], detail)
+
+    def _add_evidence(self, lines, detail):
+        self._note_bad_bytes(detail)
+        evidence, self.evidence = self.evidence, None
+        self.errors.add_evidence(evidence.kinds, evidence.sampled, lines, detail)
 
     def _on_version(self, text):
         if self.nccl_version is None:
@@ -880,6 +1001,21 @@ class NcclLogParser:
             "errors": self.errors.result(),
             "parse_warnings": parse_warnings,
         }
+
+
+class _Evidence:
+    """What a torch NCCL error line waits for: "Last error:" and what failed, in the next
+    MAX_EVIDENCE_LINES lines of its source and rank."""
+
+    __slots__ = ("source", "rank", "kinds", "sampled", "left", "last_error")
+
+    def __init__(self, where, rank, kinds, sampled):
+        self.source = where.rpartition(":")[0]
+        self.rank = rank
+        self.kinds = kinds
+        self.sampled = sampled
+        self.left = MAX_EVIDENCE_LINES
+        self.last_error = None  # (where, text, prefix) of the "Last error:" line
 
 
 def _communicator_order(comm):

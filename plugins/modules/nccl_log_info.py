@@ -21,7 +21,9 @@ description:
     PyTorch reports about NCCL (the ProcessGroupNCCL watchdog and heartbeat timeouts,
     C(NCCL error ...) with NCCL's error string, as torch prints it before C(ncclSystemError),
     C(ncclInternalError), C(ncclRemoteError) or C(ncclInvalidUsage)) are classified the same way,
-    also in a log without any NCCL INFO line.
+    also in a log without any NCCL INFO line. The C(Last error:) line torch prints a few lines
+    after such an error, and the line after it (which often names the plugin or device that
+    failed), are part of its evidence in RV(errors) and named in its message.
   - An NCCL message that starts in the middle of another process's line is read, with its host.
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
     RV(nccl_used=false) instead of reporting success. When no init line survived (the tail of a
@@ -271,8 +273,10 @@ warning_count:
   type: int
 errors:
   description: >-
-    Classified failures, one per kind: kind, message, remedy, lines (up to 5 samples as
-    C(source:line: text)), count, and ranks (the ranks that reported it, sorted, as a collector
+    Classified failures, one per kind: kind, message (with what NCCL's C(Last error:) said, when
+    torch printed it after the error), remedy, lines (the first 5 lines of the kind as
+    C(source:line: text), each PyTorch NCCL error followed by its C(Last error:) line and the
+    line after it), count, and ranks (the ranks that reported it, sorted, as a collector
     prefix such as C([rank3]:) or C(srun --label) named them, else as the message did, such as
     torch's C([Rank 3]); empty when neither says). C(nccl_error) is PyTorch's NCCL error that no
     other kind matches.

@@ -354,6 +354,67 @@ def test_without_an_init_line_the_world_size_comes_from_the_abort_and_destroy_li
     assert result["hosts"] == ["n013", "n014"]
 
 
+def line_numbers(lines):
+    return [int(line.split(": ", 1)[0].rsplit(":", 1)[1]) for line in lines]
+
+
+def test_the_last_error_torch_prints_after_an_nccl_error_is_part_of_its_evidence():
+    # Real (NVIDIA/nccl issue #1247): torch's DistBackendError behind Ray's and vLLM's
+    # prefixes, then ncclInternalError's line, "Last error:" and what failed.
+    result = parse_both_ways(OWN_FIXTURES / "torch-internal-error-last-error-ray-vllm-1247.log")
+    (error,) = result["errors"]
+    assert line_numbers(error["lines"]) == [6, 8, 9]
+    assert error["lines"][1].endswith(" ERROR 04-07 00:57:46 ray_utils.py:45] Last error:")
+    assert error["lines"][2].endswith(
+        " ERROR 04-07 00:57:46 ray_utils.py:45] Attribute busid of node nic not found"
+    )
+    assert error["message"] == (
+        "NCCL reported an internal error (ncclInternalError); NCCL's last error: Attribute busid of node nic "
+        "not found"
+    )
+    (failure,) = check_expectations(result, {"no_errors": True})
+    assert "NCCL's last error: Attribute busid of node nic not found" in failure
+    # Real (ours): two ranks on one GPU, torch's error and its evidence printed by each in turn.
+    result = parse_both_ways(OWN_FIXTURES / "h100-duplicate-gpu-2rank-2289.log")
+    error = {error["kind"]: error for error in result["errors"]}["invalid_usage"]
+    assert line_numbers(error["lines"]) == [78, 79, 80, 81, 83, 84, 85, 86]
+    assert error["message"] == (
+        "NCCL reported invalid usage; NCCL's last error: Duplicate GPU detected : rank 0 and rank 1 both on "
+        "CUDA device 60 | Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 60"
+    )
+
+
+def test_only_the_same_rank_s_last_error_close_behind_is_evidence():
+    # Constructed, in the forms of the fixtures above.
+    error_line = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5"
+    )
+    result = parse_text(
+        "[rank1]: " + error_line + "\n"
+        "[rank0]: step 3\n"
+        "[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed\n"
+        "[rank0]: Last error:\n"  # another rank's
+        "[rank1]: Last error:\n"
+        "[rank0]: step 4\n"
+        "[rank1]: socketStartConnect: Connect to 10.0.0.2<41235> failed : Connection refused\n"
+        "[rank2]: " + error_line + "\n"
+        "[rank2]: Last error: NET/Socket : no usable interface\n"  # torch 2.0's one-line form
+        "[rank3]: " + error_line + "\n"
+        "a\nb\nc\nd\ne\n"
+        "[rank3]: Last error:\n"  # too far behind to be its
+        "[rank3]: x\n"
+    )
+    (error,) = result["errors"]
+    assert line_numbers(error["lines"]) == [1, 5, 7, 8, 9, 10]
+    assert error["ranks"] == [1, 2, 3]
+    assert error["message"].endswith(
+        "; NCCL's last error: socketStartConnect: Connect to 10.0.0.2<41235> failed : Connection refused | "
+        "NET/Socket : no usable interface"
+    )
+
+
 def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
     result = parse_text(
         "#  Rank  0 Group  0 Pid 448056 on cnode2-001 device  0 [0000:9d:00] NVIDIA H100 80GB HBM3\n"

@@ -139,6 +139,13 @@ OTHER_LINES = [
     b"[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out!",
     b"Error: nccl-tests not found",
     b"ValueError: Error: no nccl",
+    # torch's NCCL error, then its evidence: the scan reads the lines after it ahead
+    b"[rank1]: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, internal error, NCCL version 2.18",
+    b"Last error:",
+    b"[rank1]: Last error:",
+    b"[rank0]: Last error: Call to ibv_reg_mr failed with error Cannot allocate memory",
+    b"Attribute busid of node nic not found",
+    b"[rank1]: Attribute busid of node nic not found",
 ]
 ENDINGS = [b"\n", b"\n", b"\n", b"\n", b"\r\n", b"\r\n\n", b"\r"]
 
