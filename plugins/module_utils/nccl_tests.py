@@ -191,20 +191,21 @@ class NcclTestsParser:
     def feed(self, source, text, line_number=None, tags=None):
         """Take one line (normalised by ``log_sources.normalize_line``) and its tags."""
         self.lines += 1
-        where = "%s:%d" % (source, line_number) if line_number is not None else source
-        if "]<std" in text:
-            # mpirun --tag-output tagged each write: the pieces between the tags are read as
-            # lines of their own (pieces of a row join again below), each under its tag.
-            for piece, piece_tags in split_mpi_tags(text, tags):
-                self._read(source, piece, where, piece_tags)
-        else:
-            self._read(source, text, where, tags)
-
-    def _read(self, source, text, where, tags):
         stripped = text.strip()
         if not stripped:
             return
         first = stripped[0]
+        if (first.isdigit() or first == "N") and "]<std" in stripped:
+            # A row mpirun --tag-output tagged in the middle (it tags every write): the pieces
+            # between the tags are read as lines of their own, each under its tag, and pieces
+            # of a row join again below.
+            pieces = split_mpi_tags(text, tags)
+            if len(pieces) > 1:
+                self.lines -= len(pieces)  # one line, whatever its pieces
+                for piece, piece_tags in pieces:
+                    self.feed(source, piece, line_number, piece_tags)
+                return
+        where = "%s:%d" % (source, line_number) if line_number is not None else source
         if "Test NCCL failure" in stripped or "Test CUDA failure" in stripped:
             if self.table is not None:
                 self.table.failed = True
