@@ -58,6 +58,10 @@ _PREFIX = re.compile(
     """,
     re.VERBOSE,
 )
+# Open MPI's --tag-output tag inside a line: it tags every write it relays, so a line a
+# process wrote in pieces carries the tag between them, and another rank's write can start
+# in the middle of a line that has no newline yet.
+_MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 # SkyPilot's "rank=N" is the node's rank (SKYPILOT_NODE_RANK), not a process rank.
 _RAY_NODE_RANK = re.compile(r"\brank=(\d+)")
 # The first characters a prefix may start with: the rest of the line is not tried.
@@ -257,6 +261,25 @@ def normalize_line(raw):
                 tags = dict(tags or {}, node_rank=int(node_rank.group(1)))
         text = text[match.end() :]
     return text, tags
+
+
+def split_mpi_tags(text, tags):
+    """``[(piece, tags)]``: a normalised line cut at the Open MPI tags in its middle.
+
+    The first piece keeps the line's ``tags``; each later one has the rank its tag names
+    (``[1,3]<stdout>:`` is rank 3), the other tags as the line's. A line with no tag in it
+    is one piece. Only the cheap test ``"]<std" in text`` is worth doing before calling this.
+    """
+    pieces = []
+    start = 0
+    piece_tags = tags
+    for match in _MPI_TAG.finditer(text):
+        pieces.append((text[start : match.start()], piece_tags))
+        piece_tags = dict(tags or {}, rank=int(match.group(1)))
+        piece_tags.pop("local_rank", None)
+        start = match.end()
+    pieces.append((text[start:], piece_tags))
+    return pieces
 
 
 def iter_lines(sources):

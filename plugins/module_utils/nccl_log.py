@@ -5,10 +5,12 @@
 NCCL prefixes its lines with ``host:pid:tid [cudaDev] NCCL INFO|WARN`` (a WARN may carry
 ``file.cc:line`` before ``NCCL``). From those lines this parser extracts the NCCL and CUDA
 versions, the bootstrap interface, every communicator's rank, size, device and whether it
-reached ``Init COMPLETE``, the network transport (IB or RoCE devices, sockets, or a net
+reached ``Init COMPLETE`` (when no init line survived, the size and the ranks of the ``Abort
+COMPLETE`` / ``Destroy COMPLETE`` lines), the network transport (IB or RoCE devices, sockets, or a net
 plugin such as aws-ofi-nccl), GPUDirect RDMA, the intra-node paths, channel counts and
 every WARN line. It classifies the failures it recognises and names their remedy in this
-collection's terms.
+collection's terms; for the NCCL errors PyTorch reports, the ``Last error:`` line torch prints
+after them and the line after it (what failed) are their evidence.
 
 Only lines holding ``NCCL`` matter (plus nccl-tests' ``Rank N ... on host`` lines, which
 give the job size when NCCL itself printed nothing, and torch's CUDA out-of-memory
@@ -44,6 +46,10 @@ MAX_COMMUNICATORS_LISTED = 4096  # in the result; communicator_count has them al
 MAX_NAMES = 1024  # hosts, devices, interfaces, path kinds
 MAX_PARSE_WARNINGS = 50
 MAX_SAMPLE_CHARS = 400
+MAX_DETAILS_NAMED = 3  # distinct "Last error" details named in an error's message
+# Lines after torch's NCCL error line in which its "Last error:" may come, and after that
+# line, in which what failed may come (other ranks' lines count).
+MAX_EVIDENCE_LINES = 4
 
 # Distinct INFO bodies remembered so that repeats are skipped.
 MAX_SEEN = 65536
@@ -240,19 +246,24 @@ def failure_remedy(kind):
 
 
 class ErrorCollector:
-    """Count the failures seen per kind and keep a few sample lines of each."""
+    """Count the failures seen per kind and keep a few sample lines of each.
+
+    Samples are kept for the first MAX_SAMPLES_PER_ERROR lines of a kind, each with the
+    lines that are its evidence (:meth:`add_evidence`), in the order of the log.
+    """
 
     def __init__(self):
         self._kinds = {}
+        self._sources = {}  # source name -> order of first sight, to keep samples in log order
 
     def classify(self, text, where, sample=None, rank=None):
-        """Record every failure kind ``text`` matches; return whether any did.
+        """Record every failure kind ``text`` matches; return the kinds it did.
 
         ``sample`` is the line to keep as an example, ``text`` when not given. ``rank`` is
         the rank a collector prefix named; without it, the rank the message names (torch's
         ``[Rank N]``) is kept.
         """
-        matched = False
+        matched = []
         for kind, needles, _message, _remedy in FAILURE_RULES:
             if matched and kind in FALLBACK_KINDS:
                 continue
@@ -261,7 +272,7 @@ class ErrorCollector:
                     if rank is None:
                         rank = message_rank(text)
                     self.add(kind, sample or text, where, rank=rank)
-                    matched = True
+                    matched.append(kind)
                     break
         return matched
 
@@ -275,18 +286,79 @@ class ErrorCollector:
                 "lines": [],
                 "count": 0,
                 "ranks": set(),
+                "order": [],  # where each of lines is in the log
+                "details": [],  # what the evidence says, as named in the message
+                "more_details": 0,
             }
         entry["count"] += 1
-        if len(entry["lines"]) < MAX_SAMPLES_PER_ERROR:
-            entry["lines"].append(_sample(where, text))
+        if entry["count"] <= MAX_SAMPLES_PER_ERROR:
+            self._insert(entry, where, text)
         if rank is not None and len(entry["ranks"]) < MAX_ERROR_RANKS:
             entry["ranks"].add(rank)
 
+    def sampled(self, kind):
+        """Whether the last line recorded for ``kind`` was kept as a sample."""
+        return self._kinds[kind]["count"] <= MAX_SAMPLES_PER_ERROR
+
+    def add_evidence(self, kinds, sampled, lines, detail):
+        """Lines (``(where, text)``) that tell more about the last failure of ``kinds``: kept
+        beside its sample for the kinds in ``sampled``; ``detail`` (what they say) is named
+        in the message of every kind."""
+        for kind in kinds:
+            entry = self._kinds[kind]
+            if kind in sampled:
+                for where, text in lines:
+                    self._insert(entry, where, text)
+            if detail and detail not in entry["details"]:
+                if len(entry["details"]) < MAX_DETAILS_NAMED:
+                    entry["details"].append(detail)
+                else:
+                    entry["more_details"] += 1
+
+    def _insert(self, entry, where, text):
+        """Keep a sample in the order of the log (evidence can be read before the samples of
+        the lines it follows in the log, see NcclScan)."""
+        key = self._order(where)
+        order, lines = entry["order"], entry["lines"]
+        index = len(lines)
+        if key is not None:
+            while index and order[index - 1] is not None and order[index - 1] > key:
+                index -= 1
+        order.insert(index, key)
+        lines.insert(index, _sample(where, text))
+
+    def _order(self, where):
+        """``(source order, line number)`` of a ``source:line`` place, or None."""
+        if not where:
+            return None
+        source, _colon, number = where.rpartition(":")
+        if not number.isdigit():
+            source, number = where, "0"
+        position = self._sources.get(source)
+        if position is None:
+            position = self._sources[source] = len(self._sources)
+        return position, int(number)
+
     def result(self):
         return [
-            dict(entry, lines=list(entry["lines"]), ranks=sorted(entry["ranks"]))
+            {
+                "kind": entry["kind"],
+                "message": _with_details(entry),
+                "remedy": entry["remedy"],
+                "lines": list(entry["lines"]),
+                "count": entry["count"],
+                "ranks": sorted(entry["ranks"]),
+            }
             for entry in self._kinds.values()
         ]
+
+
+def _with_details(entry):
+    """The message of a kind, naming what its evidence says (NCCL's last error)."""
+    if not entry["details"]:
+        return entry["message"]
+    more = " (and %d more)" % entry["more_details"] if entry["more_details"] else ""
+    return "%s; NCCL's last error: %s%s" % (entry["message"], " | ".join(entry["details"]), more)
 
 
 def message_rank(text):
@@ -354,6 +426,9 @@ class NcclLogParser:
         self.nccl_version = None
         self.cuda_version = None
         self.communicators = {}  # (host, pid, comm) -> facts
+        # (comm, rank, nranks) -> the keys of communicators that were announced so: a piece
+        # of a line another process cut short has no prefix (no host), yet is one of them.
+        self._members = {}
         self.networks = set()
         self.net_paths = set()  # distinct "NET/..." paths of channel lines
         self.ib_devices = {}
@@ -368,7 +443,12 @@ class NcclLogParser:
         self.warning_count = 0
         self.hosts = set()
         self.tests_ranks = {}  # nccl-tests "Rank N ... on host" lines: rank -> host
+        # Ranks of the Abort / Destroy COMPLETE lines, by communicator size: the world size
+        # when no init line survived (a crashed run's tail).
+        self.teardown_ranks = {}
         self.errors = ErrorCollector()
+        # torch's NCCL error line whose evidence the next lines may hold (see on_follow_line).
+        self.evidence = None
         self.parse_warnings = []
         self.parse_warning_count = 0
         self.invalid_utf8_lines = 0
@@ -387,7 +467,11 @@ class NcclLogParser:
     def feed(self, source, text, tags=None, line_number=None):
         """Take one line (already normalised by ``log_sources.normalize_line``) and its tags."""
         self.lines += 1
-        self.read_line(text, _where(source, line_number), tags.get("rank") if tags else None)
+        where = _where(source, line_number)
+        rank = tags.get("rank") if tags else None
+        if self.evidence is not None:
+            self.on_follow_line(text, where, rank)
+        self.read_line(text, where, rank)
 
     def feed_sources(self, sources):
         """Read every source with the fast scan; same result as :meth:`feed_sources_line_by_line`."""
@@ -457,7 +541,51 @@ class NcclLogParser:
         self._note_bad_bytes(text)
         if "NCCL version" in text:
             self._on_version(text)
-        self.errors.classify(text, where, rank=rank)
+        kinds = self.errors.classify(text, where, rank=rank)
+        if kinds and "NCCL error" in text:
+            # torch's "NCCL error in: ..., <reason>, NCCL version X": the lines it prints next
+            # ("ncclXxxError: ...", "Last error:" and what failed) are its evidence.
+            self.evidence = _Evidence(
+                where, rank, kinds, [kind for kind in kinds if self.errors.sampled(kind)]
+            )
+
+    def on_follow_line(self, text, where, rank=None):
+        """A line after torch's NCCL error line, while :attr:`evidence` waits for its last error
+        (the line-by-line reader gives it every line; the fast scan the lines that follow)."""
+        evidence = self.evidence
+        if where.rpartition(":")[0] != evidence.source or (
+            "NCCL error" in text and find_marker(text, 0)[0] < 0
+        ):
+            self.evidence = None  # another source, or another error of torch's: its own evidence
+            return
+        evidence.left -= 1
+        if rank is not None and evidence.rank is not None and rank != evidence.rank:
+            if evidence.left <= 0:
+                self.evidence = None
+            return  # another rank's line
+        text = text.strip()
+        if evidence.last_error is None:
+            at = text.find("Last error:")
+            if at < 0:
+                if evidence.left <= 0:
+                    self.evidence = None
+                return
+            detail = text[at + len("Last error:") :].strip()
+            if detail:  # "Last error: <what failed>" on one line
+                self._add_evidence([(where, text)], detail)
+            else:
+                # What failed is on the next line, behind the same prefix (a logger's, say).
+                evidence.last_error = (where, text, text[:at])
+                evidence.left = MAX_EVIDENCE_LINES
+            return
+        last_where, last_text, prefix = evidence.last_error
+        detail = text[len(prefix) :].strip() if prefix and text.startswith(prefix) else text
+        self._add_evidence([(last_where, last_text), (where, text)], detail)
+
+    def _add_evidence(self, lines, detail):
+        self._note_bad_bytes(detail)
+        evidence, self.evidence = self.evidence, None
+        self.errors.add_evidence(evidence.kinds, evidence.sampled, lines, detail)
 
     def _on_version(self, text):
         if self.nccl_version is None:
@@ -623,11 +751,9 @@ class NcclLogParser:
         """A communicator line; ``where`` may be None (see _where): it is needed rarely."""
         if "\ufffd" in body:
             self.invalid_utf8_lines += 1
-        if "Destroy COMPLETE" in body:
-            return
+        teardown = "Destroy COMPLETE" in body or "Abort COMPLETE" in body
         if "Abort COMPLETE" in body:
             self.errors.add("aborted", body, self._where(where), rank=rank)
-            return
         tokens = body[body.find("comm 0x") :].split()
         # "comm 0x.. rank R nranks N cudaDev D nvmlDev M busId B commId C - Init COMPLETE":
         # the pairs after the address, a later one winning over an earlier one.
@@ -640,6 +766,9 @@ class NcclLogParser:
                 self._parse_warning(
                     self._where(where), "communicator line without a readable rank and nranks"
                 )
+            return
+        if teardown:
+            self._on_teardown(header, rank, nranks)
             return
         values = []
         for field, name, convert in _COMM_FIELDS:
@@ -656,6 +785,20 @@ class NcclLogParser:
             "Init COMPLETE" in body,
             where,
         )
+
+    def _on_teardown(self, header, rank, nranks):
+        """``comm ... rank R nranks N ... - Abort|Destroy COMPLETE``: rank R of a communicator
+        of N ranks existed (whether its init completed, these lines do not say)."""
+        if not 0 <= rank < nranks:
+            return
+        self._add_host(header)
+        ranks = self.teardown_ranks.get(nranks)
+        if ranks is None:
+            if len(self.teardown_ranks) >= MAX_NAMES:
+                return
+            ranks = self.teardown_ranks[nranks] = set()
+        if len(ranks) < MAX_RANKS_LISTED:
+            ranks.add(rank)
 
     def host_pid_of(self, header):
         """_host_pid(header), remembered: a rank prints many lines with the same prefix."""
@@ -677,7 +820,18 @@ class NcclLogParser:
         if host and host not in self.hosts:
             _add_bounded(self.hosts, host)
         key = (host, pid, comm)
-        entry = self.communicators.get(key)
+        if host is None:
+            # A piece of a line another process's output cut short has no prefix of its own:
+            # it announces a communicator with a host when the address, rank and size say so.
+            entry = self._member_with_host(comm, rank, nranks)
+            if entry is not None:
+                start = False  # a cut copy of an announcement: no new communicator
+            else:
+                entry = self.communicators.get(key)
+        else:
+            entry = self.communicators.get(key)
+            if entry is None:
+                entry = self._member_without_host(key, rank, nranks)
         if entry is None:
             if len(self.communicators) >= MAX_COMMUNICATORS:
                 self._parse_warning(
@@ -697,6 +851,7 @@ class NcclLogParser:
                 "nnodes": None,
                 "init_complete": False,
             }
+            self._members.setdefault((comm, rank, nranks), []).append(key)
         elif start and entry["init_complete"]:
             # NCCL reused the address of a destroyed communicator for a new one.
             entry["init_complete"] = False
@@ -704,6 +859,34 @@ class NcclLogParser:
         entry.update(values)
         if complete:
             entry["init_complete"] = True
+
+    def _member_with_host(self, comm, rank, nranks):
+        """The one communicator with a host announced with this address, rank and size, or None."""
+        keys = self._members.get((comm, rank, nranks))
+        if not keys:
+            return None
+        known = [key for key in keys if key[0] is not None]
+        if len(known) != 1:
+            return None
+        entry = self.communicators[known[0]]
+        return entry if (entry["rank"], entry["nranks"]) == (rank, nranks) else None
+
+    def _member_without_host(self, key, rank, nranks):
+        """The communicator a piece without a prefix announced with this address, rank and
+        size, now filed under ``key`` (its host, pid and address), or None."""
+        host, pid, comm = key
+        keys = self._members.get((comm, rank, nranks))
+        piece = (None, None, comm)
+        if not keys or piece not in keys:
+            return None
+        entry = self.communicators[piece]
+        if (entry["rank"], entry["nranks"]) != (rank, nranks):
+            return None  # the piece's address went to another rank since
+        del self.communicators[piece]
+        keys[keys.index(piece)] = key
+        entry["host"], entry["pid"] = host, pid
+        self.communicators[key] = entry
+        return entry
 
     def _on_rank_line(self, text):
         """nccl-tests' ``#  Rank  0 Group  0 Pid 123 on host device  0 [0x1b] NVIDIA H100``."""
@@ -745,12 +928,29 @@ class NcclLogParser:
             world_state[comm["rank"]] = world_state.get(comm["rank"], True) and comm["init_complete"]
         init_complete_ranks = sorted(rank for rank, complete in world_state.items() if complete)
         nranks_source = "communicators" if nranks is not None else None
+        if nranks is None and self.teardown_ranks:
+            # No init line survived: the Abort / Destroy COMPLETE lines say how many ranks there were.
+            nranks = max(self.teardown_ranks)
+            nranks_source = "teardown"
         hosts = set(self.hosts)
         if self.tests_ranks:
             hosts.update(list(self.tests_ranks.values())[: MAX_NAMES - len(hosts)])
             if nranks is None:
                 nranks = max(self.tests_ranks) + 1
                 nranks_source = "nccl-tests"
+        # Ranks of the world the log names in any communicator line (or nccl-tests' rank lines).
+        if nranks_source == "nccl-tests":
+            seen = set(self.tests_ranks)
+        else:
+            seen = {comm["rank"] for comm in world}
+            seen.update(self.teardown_ranks.get(nranks, ()))
+        seen_ranks = sorted(seen)[:MAX_RANKS_LISTED]
+        if nranks_source == "communicators":
+            missing = missing_ranks(nranks, init_complete_ranks)
+        elif nranks_source == "teardown":
+            missing = missing_ranks(nranks, seen)  # init is not told: the ranks never named
+        else:
+            missing = []  # no communicator line tells which ranks reached Init COMPLETE
         kinds = sorted({_network_kind(name) for name in self.networks})
         if not kinds:
             if self.ib_devices:
@@ -780,7 +980,8 @@ class NcclLogParser:
             "communicators": listed,
             "communicator_count": len(comms),
             "init_complete_ranks": init_complete_ranks,
-            "missing_ranks": missing_ranks(nranks, init_complete_ranks),
+            "seen_ranks": seen_ranks,
+            "missing_ranks": missing,
             "transport": transport,
             "networks": sorted(self.networks),
             "net_paths": sorted(self.net_paths),
@@ -800,6 +1001,21 @@ class NcclLogParser:
             "errors": self.errors.result(),
             "parse_warnings": parse_warnings,
         }
+
+
+class _Evidence:
+    """What a torch NCCL error line waits for: "Last error:" and what failed, in the next
+    MAX_EVIDENCE_LINES lines of its source and rank."""
+
+    __slots__ = ("source", "rank", "kinds", "sampled", "left", "last_error")
+
+    def __init__(self, where, rank, kinds, sampled):
+        self.source = where.rpartition(":")[0]
+        self.rank = rank
+        self.kinds = kinds
+        self.sampled = sampled
+        self.left = MAX_EVIDENCE_LINES
+        self.last_error = None  # (where, text, prefix) of the "Last error:" line
 
 
 def _communicator_order(comm):
@@ -910,7 +1126,9 @@ def check_expectations(result, expect):
     """
     expect = expect or {}
     if unverifiable(expect):
-        return _error_failures(result, expect)
+        # The INFO lines the settings say were off are there all the same: a rank they show
+        # missing still fails (a result never passes while it lists missing ranks).
+        return _init_failures(result, None) + _error_failures(result, expect)
     failures = []
     if expect.get("nccl_used") and not result["nccl_used"]:
         failures.append(
@@ -920,28 +1138,12 @@ def check_expectations(result, expect):
         # Failures PyTorch reported about NCCL are still worth naming.
         return failures + _error_failures(result, expect)
     nranks = expect.get("nranks")
-    if nranks is not None:
-        if result["nranks"] != nranks:
-            failures.append(
-                "nranks: expected a communicator of %d ranks, found %s (check the world size the "
-                "launcher started and that every rank's log was collected)" % (nranks, result["nranks"])
-            )
-        if result.get("nranks_source") != "nccl-tests":
-            present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
-            missing = missing_ranks(nranks, present)
-            if missing:
-                total = nranks - len(present)
-                hosts = {
-                    comm["rank"]: comm.get("host")
-                    for comm in result.get("communicators") or []
-                    if comm.get("nranks") == nranks and comm.get("rank") in missing[:MAX_PARTS]
-                }
-                where = (" " + where_ranks_ran(hosts, "host")) if hosts and total <= MAX_PARTS else ""
-                failures.append(
-                    "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, %s did not%s "
-                    "(read those ranks' logs: they hung or failed during NCCL init)"
-                    % (nranks - 1, ranks_phrase(missing, total), where)
-                )
+    if nranks is not None and result["nranks"] != nranks:
+        failures.append(
+            "nranks: expected a communicator of %d ranks, found %s (check the world size the "
+            "launcher started and that every rank's log was collected)" % (nranks, result["nranks"])
+        )
+    failures.extend(_init_failures(result, nranks))
     transport = expect.get("transport")
     if transport and result["transport"] != transport:
         found = result["transport"] or "no network"
@@ -958,6 +1160,50 @@ def check_expectations(result, expect):
             % ("it disabled" if result["gdr"] is False else "no statement in the log")
         )
     return failures + _error_failures(result, expect)
+
+
+def _init_failures(result, nranks):
+    """The ranks below ``nranks`` (expected; else the size the log shows, when it lists
+    missing ranks) that did not reach Init COMPLETE, as one message; when the log has no init
+    line but Abort / Destroy COMPLETE ones, the ranks none of them names; none when the log
+    has no communicator line to tell (nranks read from nccl-tests' rank lines)."""
+    source = result.get("nranks_source")
+    if source == "nccl-tests":
+        return []
+    if nranks is None:
+        if not result.get("missing_ranks"):
+            return []
+        nranks = result["nranks"]
+    if source == "teardown":
+        # Only Abort / Destroy COMPLETE lines: whether init completed is not told, only
+        # which ranks the log holds.
+        present = {rank for rank in result.get("seen_ranks") or [] if 0 <= rank < nranks}
+        missing = missing_ranks(nranks, present)
+        if not missing:
+            return []
+        total = nranks - len(present)
+        return [
+            "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE; no NCCL init line is in the "
+            "log, and %s %s in none of its lines (collect those ranks' logs, and read them: they hung or "
+            "failed during NCCL init if they never reached it)"
+            % (nranks - 1, ranks_phrase(missing, total), "appears" if total == 1 else "appear")
+        ]
+    present = {rank for rank in result["init_complete_ranks"] if 0 <= rank < nranks}
+    missing = missing_ranks(nranks, present)
+    if not missing:
+        return []
+    total = nranks - len(present)
+    hosts = {
+        comm["rank"]: comm.get("host")
+        for comm in result.get("communicators") or []
+        if comm.get("nranks") == nranks and comm.get("rank") in missing[:MAX_PARTS]
+    }
+    where = (" " + where_ranks_ran(hosts, "host")) if hosts and total <= MAX_PARTS else ""
+    return [
+        "init_complete_ranks: expected ranks 0-%d to reach Init COMPLETE, %s did not%s "
+        "(read those ranks' logs: they hung or failed during NCCL init)"
+        % (nranks - 1, ranks_phrase(missing, total), where)
+    ]
 
 
 def _error_failures(result, expect):

@@ -20,7 +20,9 @@ of its pieces may matter. A line that is read goes through the same code as line
 input (``read_line``, ``on_info``). Lines where colour codes or the MAX_LINE_BYTES cut could
 change what the line-by-line reader sees, and the rarer needles of the parser's
 ``OTHER_NEEDLES``, are read in full the same way. NCCL 2.12+'s communicator lines are read
-by groups of the expression and go to ``update_comm`` without being decoded.
+by groups of the expression and go to ``update_comm`` without being decoded. After torch's
+NCCL error line, the few lines the parser waits for (its ``evidence``: "Last error:" and what
+failed, which hold no needle) are given to it ahead.
 
 So a new fact is added to the parser alone; the scan learns from what the parser reports
 it read for the first time. The tests read logs both ways and compare
@@ -65,7 +67,9 @@ class NcclScan:
         self._info_first_chars = parser.INFO_FIRST_CHARS
         self._other_needles = parser.OTHER_NEEDLES
         self._source = None
+        self._source_start = 0  # the parser's line count when the current source began
         self._block = b""
+        self._block_end = 0
         self._cursor = self._cursor_lines = self._line_start = 0
         self._plain_headers = {}  # raw header -> host and pid, or False (see _plain_header)
         self._known_bodies = set()  # raw bytes of bodies the parser has read
@@ -81,6 +85,7 @@ class NcclScan:
         """Read every source; the parser ends up as line-by-line reading would leave it."""
         for source in sources:
             self._source = source.name
+            self._source_start = self.parser.lines
             for buffer, start, end in source.blocks():
                 self._scan_block(buffer, start, end)
 
@@ -94,8 +99,10 @@ class NcclScan:
         ):
             self._build_pattern()
         parser = self.parser
-        self._block = buffer
+        self._block, self._block_end = buffer, end
         self._cursor, self._cursor_lines = start, parser.lines
+        if parser.evidence is not None:  # torch's NCCL error ended the last block
+            self._follow(parser.lines - self._source_start, start)
         forced = self._forced_lines(buffer, start, end)
         # Every marker counts as an NCCL line; lines read below count their own instead.
         parser.nccl_lines += buffer.count(b"NCCL INFO ", start, end)
@@ -189,7 +196,7 @@ class NcclScan:
                         self._learn()
                     return
         parser.nccl_lines -= raw.count(b"NCCL INFO ")
-        self._on_raw_line(self._line_number(line_start), raw)
+        self._on_raw_line(self._line_number(line_start), raw, line_end)
         if parser.new_paths or parser.new_bodies:
             self._learn()
 
@@ -213,7 +220,7 @@ class NcclScan:
         raw = buffer[line_start:line_end]
         parser = self.parser
         parser.nccl_lines -= raw.count(b"NCCL INFO ")
-        self._on_raw_line(self._line_number(line_start), raw[:MAX_LINE_BYTES])
+        self._on_raw_line(self._line_number(line_start), raw[:MAX_LINE_BYTES], line_end)
         if parser.new_paths or parser.new_bodies:
             self._learn()
 
@@ -265,13 +272,13 @@ class NcclScan:
         return sorted(found.items())
 
     def _line_number(self, position):
-        """Line number of the line starting at ``position`` of the current block.
+        """Line number, in its source, of the line starting at ``position`` of the current block.
 
         Positions only move forward: the newlines are counted once, as the scan goes.
         """
         self._cursor_lines += self._block.count(b"\n", self._cursor, position)
         self._cursor = position
-        return self._cursor_lines + 1
+        return self._cursor_lines + 1 - self._source_start
 
     def locate(self):
         """source:line of the line being read: the parser asks when it has a message about
@@ -325,9 +332,30 @@ class NcclScan:
         self._pattern_builds += 1
         self._compile_seconds += time.perf_counter() - started
 
-    def _on_raw_line(self, line_number, raw):
+    def _on_raw_line(self, line_number, raw, line_end):
+        """Read the line ending at ``line_end`` of the current block in full."""
         text, tags = normalize_line(raw)  # the same text and tags feed() gets from iter_lines
-        self.parser.read_line(text, "%s:%d" % (self._source, line_number), tags and tags.get("rank"))
+        parser = self.parser
+        waiting = parser.evidence  # an error's, whose lines were given ahead up to the block's end
+        parser.read_line(text, "%s:%d" % (self._source, line_number), tags and tags.get("rank"))
+        if parser.evidence is not None and parser.evidence is not waiting:
+            self._follow(line_number, line_end + 1)
+
+    def _follow(self, line_number, position):
+        """Give the parser the lines from ``position`` (line ``line_number`` + 1 of its source)
+        on, while it waits for the evidence of torch's NCCL error line (``parser.evidence``):
+        they hold no needle, the scan would step over them. It reads them ahead of the lines
+        between: what it keeps of them does not depend on when (see ErrorCollector._insert)."""
+        buffer, end = self._block, self._block_end
+        parser = self.parser
+        while parser.evidence is not None and position < end:
+            line_end = buffer.find(b"\n", position, end)
+            if line_end < 0:
+                line_end = end
+            line_number += 1
+            text, tags = normalize_line(buffer[position:line_end][:MAX_LINE_BYTES])
+            parser.on_follow_line(text, "%s:%d" % (self._source, line_number), tags and tags.get("rank"))
+            position = line_end + 1
 
 
 def find_marker(text, start):

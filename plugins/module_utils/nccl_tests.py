@@ -10,8 +10,10 @@ Collectors' prefixes, NCCL INFO lines between the rows, and header lines that lo
 ``#`` (pasted into markdown) are tolerated.
 
 Several processes writing to one stream break rows: ``mpirun --tag-output`` tags each piece
-of output it receives, so a row can arrive in pieces with other ranks' lines between them,
-and another rank's NCCL line can start in the middle of a row. A row cut that way is put
+of output it receives, so a row can arrive in pieces with other ranks' lines between them, or
+on one line with the tag in its middle as well as in front (``... sum -1[1,0]<stdout>: 85.70
+...``; a tag in the middle can also start another rank's line), and another rank's NCCL line
+can start in the middle of a row. A row cut that way is put
 back together from its pieces (a piece of a tagged row only joins pieces with the same tag),
 when exactly one way of joining them reads as a row of the table's columns; a piece that
 never completes, or that joins in several ways, is named in ``parse_warnings``.
@@ -27,7 +29,10 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.training.plugins.module_utils.log_sources import iter_lines
+from ansible_collections.gpuops.training.plugins.module_utils.log_sources import (
+    iter_lines,
+    split_mpi_tags,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.nccl_log import (
     MAX_PARSE_WARNINGS,
     ErrorCollector,
@@ -189,8 +194,18 @@ class NcclTestsParser:
         stripped = text.strip()
         if not stripped:
             return
-        where = "%s:%d" % (source, line_number) if line_number is not None else source
         first = stripped[0]
+        if (first.isdigit() or first == "N") and "]<std" in stripped:
+            # A row mpirun --tag-output tagged in the middle (it tags every write): the pieces
+            # between the tags are read as lines of their own, each under its tag, and pieces
+            # of a row join again below.
+            pieces = split_mpi_tags(text, tags)
+            if len(pieces) > 1:
+                self.lines -= len(pieces)  # one line, whatever its pieces
+                for piece, piece_tags in pieces:
+                    self.feed(source, piece, line_number, piece_tags)
+                return
+        where = "%s:%d" % (source, line_number) if line_number is not None else source
         if "Test NCCL failure" in stripped or "Test CUDA failure" in stripped:
             if self.table is not None:
                 self.table.failed = True

@@ -21,14 +21,21 @@ description:
     PyTorch reports about NCCL (the ProcessGroupNCCL watchdog and heartbeat timeouts,
     C(NCCL error ...) with NCCL's error string, as torch prints it before C(ncclSystemError),
     C(ncclInternalError), C(ncclRemoteError) or C(ncclInvalidUsage)) are classified the same way,
-    also in a log without any NCCL INFO line.
+    also in a log without any NCCL INFO line. The C(Last error:) line torch prints a few lines
+    after such an error, and the line after it (which often names the plugin or device that
+    failed), are part of its evidence in RV(errors) and named in its message.
   - An NCCL message that starts in the middle of another process's line is read, with its host.
   - On a run that did not use NCCL (for example gloo on CPU) it says so plainly with
-    RV(nccl_used=false) instead of reporting success. When NCCL printed nothing but nccl-tests'
-    C(# Rank N ... on host) lines are there, the job size is read from them.
+    RV(nccl_used=false) instead of reporting success. When no init line survived (the tail of a
+    crashed run), the job size and the ranks present are read from the C(comm ... rank R nranks N
+    ... Abort COMPLETE) and C(Destroy COMPLETE) lines; when NCCL printed nothing but nccl-tests'
+    C(# Rank N ... on host) lines are there, from those.
   - With O(expect), unmet expectations (a rank that never initialised, a TCP fallback when
     InfiniBand was expected, no GPUDirect RDMA, a classified error) become a failure whose message
-    names the field, what was expected, what was found and the remedy.
+    names the field, what was expected, what was found and the remedy. Ranks listed in
+    RV(missing_ranks) fail the module whatever is expected.
+  - A communicator announced twice, once in a piece of a line that another process's output cut
+    short (a piece without a prefix of its own), is one communicator, not a second one.
   - Logs of any size are read in constant memory; lines without C(NCCL) are skipped by a search
     that runs in C over large chunks of each file.
 version_added: 0.1.0
@@ -120,7 +127,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ok:
-  description: Whether every expectation in O(expect) held.
+  description: Whether every expectation in O(expect) held and RV(missing_ranks) is empty.
   returned: always
   type: bool
 failures:
@@ -156,11 +163,16 @@ hosts:
   type: list
   elements: str
 nranks:
-  description: Size of the largest communicator seen, or the number of ranks in nccl-tests' rank lines when NCCL printed no communicator.
+  description: >-
+    Size of the largest communicator seen; without an init line, the largest size the
+    C(Abort COMPLETE) and C(Destroy COMPLETE) lines name, else the number of ranks in
+    nccl-tests' rank lines.
   returned: always
   type: int
 nranks_source:
-  description: Where RV(nranks) came from, C(communicators) or C(nccl-tests); null when unknown.
+  description: >-
+    Where RV(nranks) came from: C(communicators) (init lines), C(teardown) (only Abort or
+    Destroy COMPLETE lines) or C(nccl-tests); null when unknown.
   returned: always
   type: str
 init_complete_ranks:
@@ -168,8 +180,19 @@ init_complete_ranks:
   returned: always
   type: list
   elements: int
+seen_ranks:
+  description: >-
+    Ranks below RV(nranks) that a communicator line of that size names (init, Abort or Destroy
+    COMPLETE), or nccl-tests' rank lines when RV(nranks_source=nccl-tests) (the first 65536).
+  returned: always
+  type: list
+  elements: int
 missing_ranks:
-  description: Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536).
+  description: >-
+    Ranks below RV(nranks) that did not reach C(Init COMPLETE) (the first 65536); with
+    RV(nranks_source=teardown), the ranks no line names (the log cannot say whether the others
+    completed init); empty when no NCCL communicator line tells (RV(nranks_source=nccl-tests)).
+    Any rank listed here is also a failure in RV(failures).
   returned: always
   type: list
   elements: int
@@ -250,8 +273,10 @@ warning_count:
   type: int
 errors:
   description: >-
-    Classified failures, one per kind: kind, message, remedy, lines (up to 5 samples as
-    C(source:line: text)), count, and ranks (the ranks that reported it, sorted, as a collector
+    Classified failures, one per kind: kind, message (with what NCCL's C(Last error:) said, when
+    torch printed it after the error), remedy, lines (the first 5 lines of the kind as
+    C(source:line: text), each PyTorch NCCL error followed by its C(Last error:) line and the
+    line after it), count, and ranks (the ranks that reported it, sorted, as a collector
     prefix such as C([rank3]:) or C(srun --label) named them, else as the message did, such as
     torch's C([Rank 3]); empty when neither says). C(nccl_error) is PyTorch's NCCL error that no
     other kind matches.

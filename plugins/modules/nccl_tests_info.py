@@ -14,9 +14,10 @@ description:
     whatever prefixes the collectors added (C(kubectl logs --prefix), Open MPI C([1,N]<stdout>:)
     tags, C(srun --label), SkyPilot, timestamps) and with NCCL INFO lines between the rows.
   - A size row cut by other processes' output (Open MPI tags each piece of output it receives,
-    and another rank's NCCL line can start in the middle of a row) is joined back from its
-    pieces when exactly one join reads as a row of the table's columns; pieces of a tagged row
-    only join pieces with the same tag. A row that cannot be joined is named, with its lines, in
+    on lines of their own or with the tag, such as C([1,0]<stdout>:), in the middle of the row,
+    and another rank's line can start in the middle of a row) is joined back from its pieces
+    when exactly one join reads as a row of the table's columns; pieces of a tagged row only
+    join pieces with the same tag. A row that cannot be joined is named, with its lines, in
     RV(parse_warnings).
   - Reports every table in the log apart, as a log may hold several tests, with the test name
     when it can be read, nThread, nGpus, minBytes, maxBytes, the ranks and hosts from the

@@ -17,6 +17,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.log_sources import
     iter_lines,
     normalize_line,
     scan_lines,
+    split_mpi_tags,
 )
 
 
@@ -160,3 +161,15 @@ def test_a_line_the_byte_test_calls_plain_reads_as_itself(pieces, rest):
         assert normalize_line(line)[0] == line
     if pieces:
         assert normalize_line(line)[0] == rest
+
+
+def test_mpirun_tags_in_the_middle_of_a_line_cut_it_into_pieces_with_their_ranks():
+    text, tags = normalize_line(
+        "[pod/l/c] [1,0]<stdout>:   8   2   float   sum   -1[1,0]<stdout>:  85.70[1,1]<stderr>:x"
+    )
+    assert split_mpi_tags(text, tags) == [
+        ("   8   2   float   sum   -1", {"pod": "l", "container": "c", "rank": 0}),
+        ("  85.70", {"pod": "l", "container": "c", "rank": 0}),
+        ("x", {"pod": "l", "container": "c", "rank": 1}),
+    ]
+    assert split_mpi_tags("no tag [1,0] here", None) == [("no tag [1,0] here", None)]

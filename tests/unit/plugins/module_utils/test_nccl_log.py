@@ -53,7 +53,16 @@ def test_every_fixture_gives_the_facts_its_index_promises(path, expect):
     result = parse_both_ways(path)
     tests = parse_nccl_tests(collect_sources(paths=[str(path)]))
     for key, expected in expect.items():
-        if key in ("nccl_version", "cuda_version", "nranks", "init_complete_ranks", "transport", "gdr"):
+        if key in (
+            "nccl_version",
+            "cuda_version",
+            "nranks",
+            "init_complete_ranks",
+            "seen_ranks",
+            "missing_ranks",
+            "transport",
+            "gdr",
+        ):
             assert result[key] == expected, key
         elif key == "p2p_types":
             assert set(expected) <= set(result["p2p_types"]), result["p2p_types"]
@@ -265,6 +274,147 @@ def test_a_rank_counts_as_initialised_only_when_every_communicator_completed():
     assert len(result["communicators"]) == 3
 
 
+GARBLED_TRACE = PUBLISHED_FIXTURES / "socket-docker-eth0-sharp-plugin-garbled-trace.log"
+# Constructed: the Init COMPLETE lines NCCL 2.19 prints for ranks 0 and 1 of that log later on
+# (its published cut ends before them); host, pid, thread, device, address and bus id as the
+# log gives them for each rank, the commId ours.
+GARBLED_TRACE_COMPLETE = "".join(
+    "c0b58536a5f1:%d:%d [%d] NCCL INFO comm %s rank %d nranks 4 cudaDev %d nvmlDev %d busId %s "
+    "commId 0x7c1e5b2a90d34f61 - Init COMPLETE\n" % (pid, tid, rank, comm, rank, rank, rank, bus)
+    for pid, tid, rank, comm, bus in (
+        (324666, 325478, 0, "0x56074772e360", "27000"),
+        (324667, 325481, 1, "0x558483af6490", "2d000"),
+    )
+)
+
+
+def test_a_communicator_announced_in_a_line_cut_short_is_the_one_that_completes():
+    # Line 21 of the real log: rank 1's Init START is cut short ("rank 1 nr") by rank 0's,
+    # itself cut short ("rank 0 nranks 4 c") by rank 1's next line. Rank 0's piece has no
+    # prefix of its own: it is rank 0's communicator all the same, not a second one.
+    result = parse_text(GARBLED_TRACE.read_text() + GARBLED_TRACE_COMPLETE)
+    assert [(comm["host"], comm["pid"], comm["rank"]) for comm in result["communicators"]] == [
+        ("c0b58536a5f1", 324666, 0),
+        ("c0b58536a5f1", 324667, 1),
+    ]
+    assert result["init_complete_ranks"] == [0, 1]
+    assert result["missing_ranks"] == [2, 3]
+    # The cut announcement read after the whole line joins it too (constructed order).
+    lines = GARBLED_TRACE_COMPLETE.splitlines(keepends=True)
+    glued = "c0b58536a5f1:324667:325481 [1] NCCL INFO x c0b58536a5f1:324666:325478 [0] NCCL INFO comm "
+    glued += "0x56074772e360 rank 0 nranks 4 c\n"
+    result = parse_text(lines[0] + glued + lines[1])
+    assert (result["communicator_count"], result["init_complete_ranks"]) == (2, [0, 1])
+
+
+def test_a_result_that_lists_missing_ranks_never_passes():
+    result = parse_text(
+        "h:1:2 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n"
+        "h:3:4 [1] NCCL INFO comm 0xb rank 1 nranks 2 cudaDev 1 busId 2 - Init START\n"
+    )
+    assert result["missing_ranks"] == [1]
+    missing = (
+        "init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, rank 1 did not on host h (read "
+        "those ranks' logs: they hung or failed during NCCL init)"
+    )
+    assert check_expectations(result, {}) == [missing]
+    assert check_expectations(result, {"transport": "IB"}) == [
+        missing,
+        "transport: expected IB, found no network",
+    ]
+    assert check_expectations(result, {"nranks": 2}) == [missing]
+    # NCCL_DEBUG=WARN said, yet INFO lines are there: what they show still counts.
+    assert check_expectations(result, {"nranks": 2, "debug": "WARN"}) == [missing]
+
+
+def test_without_an_init_line_the_world_size_comes_from_the_abort_and_destroy_lines():
+    # Real: the tail of a 16-rank torchrun job as one of its two nodes printed it, ranks 0-7
+    # aborting their communicators; no init line survived the cut.
+    result = parse_both_ways(OWN_FIXTURES / "abort-complete-tail-8of16-ranks.log")
+    assert (result["nranks"], result["nranks_source"]) == (16, "teardown")
+    assert result["seen_ranks"] == list(range(8))
+    assert result["missing_ranks"] == list(range(8, 16))
+    assert result["init_complete_ranks"] == [] and result["communicators"] == []
+    assert result["hosts"] == ["lsp-ws1"]
+    (failure,) = check_expectations(result, {"nranks": 16})
+    assert failure == (
+        "init_complete_ranks: expected ranks 0-15 to reach Init COMPLETE; no NCCL init line is in the log, "
+        "and ranks 8-15 appear in none of its lines (collect those ranks' logs, and read them: they "
+        "hung or failed during NCCL init if they never reached it)"
+    )
+    assert check_expectations(result, {}) == [failure]
+    # Real: the last lines of a 2-rank sendrecv_perf run (a contiguous cut of the published log,
+    # from its 160th line): both ranks destroy their communicator.
+    lines = (
+        (PUBLISHED_FIXTURES / "ib-gdrdma-2node-a100-sendrecv-2165.log").read_text().splitlines(keepends=True)
+    )
+    result = parse_text("".join(lines[159:]))
+    assert (result["nranks"], result["nranks_source"], result["seen_ranks"]) == (2, "teardown", [0, 1])
+    assert result["missing_ranks"] == [] and check_expectations(result, {"nranks": 2}) == []
+    assert result["hosts"] == ["n013", "n014"]
+
+
+def line_numbers(lines):
+    return [int(line.split(": ", 1)[0].rsplit(":", 1)[1]) for line in lines]
+
+
+def test_the_last_error_torch_prints_after_an_nccl_error_is_part_of_its_evidence():
+    # Real (NVIDIA/nccl issue #1247): torch's DistBackendError behind Ray's and vLLM's
+    # prefixes, then ncclInternalError's line, "Last error:" and what failed.
+    result = parse_both_ways(OWN_FIXTURES / "torch-internal-error-last-error-ray-vllm-1247.log")
+    (error,) = result["errors"]
+    assert line_numbers(error["lines"]) == [6, 8, 9]
+    assert error["lines"][1].endswith(" ERROR 04-07 00:57:46 ray_utils.py:45] Last error:")
+    assert error["lines"][2].endswith(
+        " ERROR 04-07 00:57:46 ray_utils.py:45] Attribute busid of node nic not found"
+    )
+    assert error["message"] == (
+        "NCCL reported an internal error (ncclInternalError); NCCL's last error: Attribute busid of node nic "
+        "not found"
+    )
+    (failure,) = check_expectations(result, {"no_errors": True})
+    assert "NCCL's last error: Attribute busid of node nic not found" in failure
+    # Real (ours): two ranks on one GPU, torch's error and its evidence printed by each in turn.
+    result = parse_both_ways(OWN_FIXTURES / "h100-duplicate-gpu-2rank-2289.log")
+    error = {error["kind"]: error for error in result["errors"]}["invalid_usage"]
+    assert line_numbers(error["lines"]) == [78, 79, 80, 81, 83, 84, 85, 86]
+    assert error["message"] == (
+        "NCCL reported invalid usage; NCCL's last error: Duplicate GPU detected : rank 0 and rank 1 both on "
+        "CUDA device 60 | Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 60"
+    )
+
+
+def test_only_the_same_rank_s_last_error_close_behind_is_evidence():
+    # Constructed, in the forms of the fixtures above.
+    error_line = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5"
+    )
+    result = parse_text(
+        "[rank1]: " + error_line + "\n"
+        "[rank0]: step 3\n"
+        "[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed\n"
+        "[rank0]: Last error:\n"  # another rank's
+        "[rank1]: Last error:\n"
+        "[rank0]: step 4\n"
+        "[rank1]: socketStartConnect: Connect to 10.0.0.2<41235> failed : Connection refused\n"
+        "[rank2]: " + error_line + "\n"
+        "[rank2]: Last error: NET/Socket : no usable interface\n"  # torch 2.0's one-line form
+        "[rank3]: " + error_line + "\n"
+        "a\nb\nc\nd\ne\n"
+        "[rank3]: Last error:\n"  # too far behind to be its
+        "[rank3]: x\n"
+    )
+    (error,) = result["errors"]
+    assert line_numbers(error["lines"]) == [1, 5, 7, 8, 9, 10]
+    assert error["ranks"] == [1, 2, 3]
+    assert error["message"].endswith(
+        "; NCCL's last error: socketStartConnect: Connect to 10.0.0.2<41235> failed : Connection refused | "
+        "NET/Socket : no usable interface"
+    )
+
+
 def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
     result = parse_text(
         "#  Rank  0 Group  0 Pid 448056 on cnode2-001 device  0 [0000:9d:00] NVIDIA H100 80GB HBM3\n"
@@ -275,8 +425,11 @@ def test_nranks_comes_from_nccl_tests_rank_lines_when_nccl_printed_nothing():
     assert result["nranks_source"] == "nccl-tests"
     assert result["hosts"] == ["cnode2-001", "cnode2-004"]
     assert result["nccl_used"] is True
-    # Init COMPLETE is not printed without NCCL_DEBUG=INFO: do not fail on it.
+    # Init COMPLETE is not printed without NCCL_DEBUG=INFO: do not fail on it, nor list a rank
+    # as missing.
+    assert result["missing_ranks"] == []
     assert check_expectations(result, {"nranks": 2}) == []
+    assert check_expectations(result, {}) == []
 
 
 def test_unmet_expectations_name_field_expected_found_and_remedy():
@@ -296,15 +449,21 @@ def test_unmet_expectations_name_field_expected_found_and_remedy():
 def test_no_errors_turns_each_classified_failure_into_a_message():
     result = parse_nccl_logs(collect_sources(paths=[str(OWN_FIXTURES / "ibv-reg-mr-memlock.log")]))
     failures = check_expectations(result, {"no_errors": True})
-    assert [failure.split(":")[1].split()[-1] for failure in failures] == [
+    # Neither rank reached Init COMPLETE: that fails whatever is expected.
+    (init,) = check_expectations(result, {})
+    assert init.startswith(
+        "init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, ranks 0, 1 did not on host "
+        "gpu-node-a"
+    )
+    assert failures[0] == init
+    assert [failure.split(":")[1].split()[-1] for failure in failures[1:]] == [
         "memory_registration",
         "system_error",
     ]
     assert (
         "ibv-reg-mr-memlock.log:14: gpu-node-a:41:59 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr"
-        in failures[0]
+        in failures[1]
     )
-    assert check_expectations(result, {}) == []
 
 
 def test_long_lines_are_cut_and_a_file_is_read_across_chunk_boundaries(tmp_path, monkeypatch):

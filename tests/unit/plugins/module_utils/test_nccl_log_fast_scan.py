@@ -139,6 +139,13 @@ OTHER_LINES = [
     b"[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out!",
     b"Error: nccl-tests not found",
     b"ValueError: Error: no nccl",
+    # torch's NCCL error, then its evidence: the scan reads the lines after it ahead
+    b"[rank1]: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, internal error, NCCL version 2.18",
+    b"Last error:",
+    b"[rank1]: Last error:",
+    b"[rank0]: Last error: Call to ibv_reg_mr failed with error Cannot allocate memory",
+    b"Attribute busid of node nic not found",
+    b"[rank1]: Attribute busid of node nic not found",
 ]
 ENDINGS = [b"\n", b"\n", b"\n", b"\n", b"\r\n", b"\r\n\n", b"\r"]
 
@@ -312,3 +319,15 @@ def test_the_benchmark_log_reads_the_same_both_ways(tmp_path, share):
     assert result["init_complete_ranks"] == list(range(64))
     assert result["transport"] == "IB"
     assert result["gdr"] is True
+
+
+def test_lines_are_numbered_in_their_own_source():
+    sources = [
+        LogSource("rank0.log", text="x\ny\nh:1:2 [0] NCCL WARN first\n"),
+        LogSource(
+            "rank1.log", text="z\nh:3:4 [0] NCCL WARN second\nRuntimeError: NCCL error: invalid argument\n"
+        ),
+    ]
+    result = both_ways(sources)
+    assert [warning["line"] for warning in result["nccl_warnings"]] == ["rank0.log:3", "rank1.log:2"]
+    assert result["errors"][0]["lines"] == ["rank1.log:3: RuntimeError: NCCL error: invalid argument"]

@@ -299,3 +299,28 @@ def test_bandwidth_is_judged_on_the_rows_read_back_never_on_the_summary_alone():
     assert check_expectations(summary_only, {"min_busbw_share": 0.5}, capacity) == [
         "min_busbw_share: expected a bandwidth to judge, found no size rows"
     ]
+
+
+def tagged(lines):
+    return "".join("[1,0]<stdout>:" + line + "\n" for line in lines.splitlines())
+
+
+def test_a_row_mpirun_tagged_in_the_middle_is_read_back():
+    # Constructed: Open MPI's --tag-output tags every write it relays, so a row nccl-tests
+    # writes in pieces carries the tag in the middle as well as in front when the pieces
+    # end up on one line; another rank's tagged line can start in the middle of it too.
+    text = tagged(HEADER + FIRST_ROW)
+    text += "[1,0]<stdout>:" + PIECES_1G[0] + "[1,0]<stdout>:" + PIECES_1G[1] + "[1,0]<stdout>:"
+    text += PIECES_1G[2] + "\n"
+    text += "[1,0]<stdout>:" + PIECES_2G[0] + "[1,1]<stdout>:" + NCCL_LINE + "\n"
+    # the rest of the row, cut in the middle of a number by the next write
+    cut = PIECES_2G[1].rindex("46.68") + 3  # "...   46." and "68   0"
+    text += (
+        "[1,0]<stdout>:" + PIECES_2G[1][:cut] + "[1,0]<stdout>:" + PIECES_2G[1][cut:] + PIECES_2G[2] + "\n"
+    )
+    text += tagged(FOOTER)
+    result = parse_nccl_tests([LogSource("launcher", text=text)])
+    assert result["parse_warnings"] == []
+    assert result["rows"] == 3
+    assert result["tables"][0]["rows"] == parse(HEADER + ROWS + FOOTER)["tables"][0]["rows"]
+    assert result["peak_busbw"] == 46.68

@@ -55,7 +55,12 @@ def test_a_tcp_fallback_fails_an_ib_expectation_with_the_remedy(run_module):
 def test_classified_errors_fail_only_when_no_errors_is_expected(run_module):
     args = {"pod_logs": [{"name": "worker-0", "log": (FIXTURES / "ibv-reg-mr-memlock.log").read_text()}]}
     run = run_module(nccl_log_info.main, args)
-    assert run.exit_code == 0
+    # Neither rank reached Init COMPLETE: a result that lists missing ranks never passes.
+    assert run.failed and run.result["missing_ranks"] == [0, 1]
+    assert run.result["failures"] == [
+        "init_complete_ranks: expected ranks 0-1 to reach Init COMPLETE, ranks 0, 1 did not on host "
+        "gpu-node-a (read those ranks' logs: they hung or failed during NCCL init)"
+    ]
     assert [error["kind"] for error in run.result["errors"]] == ["memory_registration", "system_error"]
     assert run.result["errors"][0]["lines"][0].startswith(
         "worker-0:14: gpu-node-a:41:59 [0] misc/ibvwrap.cc:190"
