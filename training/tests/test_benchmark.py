@@ -69,3 +69,25 @@ def test_the_reference_with_its_own_amp_is_measured_beside_the_fp32_pair(cpu_env
     )
     # Without it, on a CPU, the fp32 pair only.
     assert run_benchmark(cpu_env, "--amp", "off")["ratio_vs_reference_amp"] is None
+
+
+STEP_TIMING = BENCHMARK.parents[1] / "step_timing" / "run.py"
+
+
+@pytest.mark.distributed
+def test_the_step_timing_benchmark_compares_three_ddp_loops_training_the_same(cpu_env):
+    result = subprocess.run(
+        [PYTHON, str(STEP_TIMING), "--rounds", "1", "--images", "4", "--image-size", "64"],
+        env=cpu_env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert set(summary["images_per_s"]) == {"untimed", "python_hook", "timed"}
+    assert all(rate > 0 for rate in summary["images_per_s"].values())
+    assert (summary["backend"], summary["world_size"]) == ("gloo", 2)
+    assert len(summary["per_round_ratios"]) == 1 and summary["ratio"] > 0
+    # The wrapped all-reduce averages the gradients as DDP's own does: the same training.
+    losses = summary["mean_epoch_loss"]
+    assert losses["timed"] == pytest.approx(losses["untimed"], rel=1e-3), losses
+    assert losses["python_hook"] == pytest.approx(losses["untimed"], rel=1e-3), losses
+    assert summary["marks_us_per_micro_step"] > 0
