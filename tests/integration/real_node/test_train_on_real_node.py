@@ -293,7 +293,11 @@ def test_a_rank_over_its_memory_limit_is_oom_killed_and_named_with_its_last_samp
     output = " ".join(run.output.split())
     # The killed pod, with what the kubelet said and the limit it hit, and the rank's last
     # memory sample with its phase, read from its log.
-    killed = re.search(r"-worker-1: container \S+ exited with code 137 \(OOMKilled: [^)]*of 2Gi\)", output)
+    killed = re.search(
+        r"-worker-1 on node %s: container \S+ exited with code 137 \(OOMKilled: [^)]*of 2Gi\)"
+        % real_node.name,
+        output,
+    )
     assert killed, run
     # Quantities as the report writes them: 2060Mi, 2Gi; RSS may add its high-water mark.
     quantity = r"([\d.]+)(Mi|Gi)"
