@@ -222,7 +222,7 @@ def test_pytorchjobs_are_admitted_while_the_gated_webhooks_are_installed(
 
 
 def test_unschedulable_controller_times_out_with_the_schedulers_reason(
-    installed, pytorchjob_crd, k8s_namespace, role_vars, run_role, tmp_path
+    installed, pytorchjob_crd, k8s_cluster, k8s_namespace, role_vars, run_role, tmp_path
 ):
     """A rendered file (not a kustomization) whose controller no node can take."""
     assert installed["converge"].rc == 0
@@ -261,10 +261,12 @@ def test_unschedulable_controller_times_out_with_the_schedulers_reason(
         "Deployment %s/training-operator is not ready after 8s: 0 of 1 replicas available" % k8s_namespace
         in run.output
     )
-    assert (
-        "not scheduled: Unschedulable: 0/2 nodes are available: "
-        "2 node(s) didn't match Pod's node affinity/selector" in run.output
-    )
+    # Every untainted node refuses the pod for its selector (the real node, when an earlier test
+    # started it, carries a taint and is refused for that instead).
+    nodes = json.loads(k8s_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    untainted = [node for node in nodes if not node["spec"].get("taints")]
+    assert "not scheduled: Unschedulable: 0/%d nodes are available: " % len(nodes) in run.output
+    assert "%d node(s) didn't match Pod's node affinity/selector" % len(untainted) in run.output
     assert "conditions: Available=False (MinimumReplicasUnavailable" in run.output
 
 
