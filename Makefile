@@ -30,7 +30,7 @@ TIMED = $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) run
 
 .PHONY: help demo cluster-demo check test bench-scale venv collection system-packages node-image trainer-image registry harness-build \
 	execution-environment lint ruff ansible-lint \
-	unit unit-collection unit-trainer sanity integration integration-harness integration-host molecule integration-and-molecule release docs docs-check clean
+	unit unit-collection unit-trainer sanity integration integration-harness integration-host molecule checks checks-then-host molecule-beside release docs docs-check clean
 
 help:
 	@echo "make demo            - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
@@ -51,7 +51,7 @@ help:
 	@echo "make integration-harness - the tests on the harness's control plane and its real node"
 	@echo "make integration-host - the tests on this host: torchrun, SSH, podman, a standalone CRI-O"
 	@echo "make molecule        - every Molecule scenario (SCENARIOS='a b' picks some), on a harness of its own"
-	@echo "make integration-and-molecule - make test's last stage: the harness stream beside the host stream then Molecule"
+	@echo "make checks          - lint, docs-check, unit and sanity, one after another"
 	@echo "make docs-check      - fail when docs/collection differs from what make docs generates"
 	@echo ""
 	@echo "building:"
@@ -175,29 +175,34 @@ demo: collection
 cluster-demo: collection harness-build trainer-image
 	$(BIN)/python tests/harness/cluster_demo.py
 
-# Cold, the harness binaries and helm (Go, about 10 minutes), the node and trainer images
-# (debootstrap) and the execution environment (ansible-builder, after kubectl and helm) are a
-# quarter of `make test`, and lint, unit and sanity need none of them: they
-# build in the background beside those suites, and integration and Molecule wait for them. They
-# start once the venv is installed, so that pip's peak disk use (3 GB of wheels beside a 6.3 GB
-# venv) and Go's caches do not add up. Two at a time: the image builds mostly wait on downloads
-# and disk while Go compiles. A failure on either side stops the other and names the log.
-BACKGROUND_LOG := .build/background-builds.log
+# make test runs three streams side by side from its start, under one make -j3 (output whole
+# per part when it ends): the tests on the harness, which mostly wait on the API server, kwok
+# and deadlines (about 0.9 of a core on 2 cores); lint, docs-check, unit and sanity followed by
+# the tests on this host; and Molecule. The harness lane is the long pole (45 minutes alone),
+# so the two others run at a lower CPU priority (nice) and fill what it leaves. Cold, the
+# harness binaries and helm (Go, about 10 minutes), the node and trainer images (debootstrap)
+# and the execution environment build in two of the three slots while the checks run in the
+# third; the lanes start once what they need is built. A failure stops new parts; the running
+# ones end first.
+NICE := nice -n 10
 test: system-packages venv
 	@mkdir -p .build && rm -f $(TIMES)
-	@set -m; \
-	$(MAKE) --no-print-directory -j2 --output-sync=target harness-build node-image trainer-image registry \
-	  execution-environment > $(BACKGROUND_LOG) 2>&1 & \
-	builder=$$!; \
-	trap 'kill -- -$$builder 2>/dev/null || true; $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT INT TERM; \
-	echo "building the harness binaries, helm, the node, trainer and execution environment images and a registry" \
-	  "in the background (log: $(BACKGROUND_LOG))"; \
-	$(MAKE) --no-print-directory lint docs-check unit sanity; \
-	echo "waiting for the background builds"; \
-	if ! wait $$builder; then cat $(BACKGROUND_LOG); echo "the background builds failed (log above)" >&2; exit 1; fi; \
-	trap '$(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT; \
-	tail -n 5 $(BACKGROUND_LOG); \
-	$(MAKE) --no-print-directory integration-and-molecule
+	@$(MAKE) --no-print-directory collection
+	@trap '$(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT; \
+	$(MAKE) --no-print-directory -j3 --output-sync=target checks-then-host integration-harness molecule-beside
+
+# lint, docs-check, unit and sanity one after another (the make above must not run them in
+# parallel: -j1), at the lower priority.
+checks: collection
+	$(NICE) $(MAKE) --no-print-directory -j1 lint docs-check unit sanity
+
+# The host's tests run here, not through a second make, so the collection the harness lane is
+# using is not checked (and rebuilt) while it runs.
+checks-then-host: checks collection harness-build node-image trainer-image registry execution-environment
+	$(NICE) $(INTEGRATION_HOST_RUN)
+
+molecule-beside: collection node-image harness-build
+	$(NICE) $(MOLECULE_RUN)
 
 lint: ruff ansible-lint
 
@@ -253,27 +258,21 @@ INTEGRATION_ON_HARNESS := tests/integration/cluster tests/integration/harness te
 integration: collection harness-build trainer-image registry execution-environment
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness integration-host
 
-integration-harness:
+integration-harness: collection harness-build trainer-image registry execution-environment
 	$(TIMED) "integration-harness (lane)" -- $(PYTEST) --durations=15 $(INTEGRATION_ON_HARNESS)
 
-integration-host:
-	$(TIMED) integration-host -- $(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
+INTEGRATION_HOST_RUN = $(TIMED) integration-host -- \
+  $(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
+integration-host: collection harness-build node-image trainer-image registry execution-environment
+	$(INTEGRATION_HOST_RUN)
 
 # Every scenario runs, and the target fails naming each one that failed. Those on Kubernetes
 # share a harness of their own (.harness-molecule, ports 300 up), so Molecule can run beside
 # the integration tests' harness. SCENARIOS picks some, e.g. `make molecule SCENARIOS=crio_limits`.
 SCENARIOS ?=
+MOLECULE_RUN = $(TIMED) molecule -- $(BIN)/python tests/tools/run_molecule.py $(SCENARIOS)
 molecule: collection node-image harness-build
-	$(TIMED) molecule -- $(BIN)/python tests/tools/run_molecule.py $(SCENARIOS)
-
-# make test's last stage in two lanes of about equal length: the tests on the harness, and
-# the tests on this host followed by Molecule (cold: about 36 against 13 + 19 minutes).
-integration-and-molecule: collection harness-build node-image trainer-image registry execution-environment
-	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness host-then-molecule
-
-host-then-molecule:
-	$(TIMED) "host lane: integration-host, then molecule" -- \
-	  sh -c '$(MAKE) --no-print-directory integration-host && $(MAKE) --no-print-directory molecule' 
+	$(MOLECULE_RUN)
 
 # A simulated job of 16, 64 and 128 pods x 8 ranks with 1 MB and 10 MB logs a pod through
 # train.yml on the harness, and the log path it replaced at 16 pods (benchmarks/scale/README.md).

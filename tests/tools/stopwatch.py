@@ -4,10 +4,9 @@
     stopwatch.py --log FILE table                     print every part of the log, in order
 
 `run` exits with COMMAND's status, so a recipe stays as strict as without it. The parts of
-`make test` run side by side (the background builds beside lint and the unit tests, the
-harness lane beside the host lane and Molecule): the table gives each part's own wall-clock
-time, its start offset from the first part, and the whole run from the first start to the
-last end.
+`make test` run side by side (the harness lane, the checks then the host's tests, and Molecule,
+with the builds they need): the table gives each part's own wall-clock time, its start offset
+from the first part, and the whole run from the first start to the last end.
 """
 
 from __future__ import annotations
