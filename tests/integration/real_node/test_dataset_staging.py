@@ -289,6 +289,44 @@ def test_a_node_folder_is_staged_read_only(run_playbook, node_inventory_env, sta
     assert " changed=0 " in recap(again), recap(again)
 
 
+def test_a_pvc_source_is_staged_read_only_from_its_folder(
+    k8s_cluster, run_playbook, node_inventory_env, staging_namespace, source
+):
+    """The alternative to a node folder where hostPath is refused: the files on a claim (here a
+    PersistentVolume over a folder of this machine), staged from a folder in it."""
+    namespace, volume = staging_namespace
+    root, sums = source
+    folder = checkpoint_volume(k8s_cluster.harness, namespace, claim="coco-source")
+    shutil.copytree(root, folder / "datasets" / "coco", dirs_exist_ok=True)
+    k8s_cluster.harness.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "coco-source", "namespace": namespace},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        ]
+    )
+    settings = {
+        "dataset_staging_source": "pvc",
+        "dataset_staging_source_pvc": "coco-source",
+        "dataset_staging_source_pvc_subdir": "datasets/coco",
+        "dataset_staging_subdir": "from-pvc",
+        "dataset_staging_dataset": "coco",
+    }
+    run = stage(run_playbook, node_inventory_env, namespace, **settings)
+    assert run.rc == 0, run.output[-4000:]
+    assert staged_sums(volume / "from-pvc") == sums
+    # The source folder is as it was: the stager's state went to the destination only.
+    assert staged_sums(folder / "datasets" / "coco") == sums
+    assert not list(folder.rglob(".gpuops-stage"))
+
+
 def test_bad_settings_fail_before_anything_is_created(run_playbook, node_inventory_env, staging_namespace):
     namespace, _volume = staging_namespace
     run = stage(
