@@ -52,6 +52,8 @@ help:
 	@echo "make integration-host - the tests on this host: torchrun, SSH, podman, a standalone CRI-O"
 	@echo "make molecule        - every Molecule scenario (SCENARIOS='a b' picks some), on a harness of its own"
 	@echo "make checks          - lint, docs-check, unit and sanity, one after another"
+	@echo "make checks-then-host - make test's second stream: checks, then integration-host (under nice)"
+	@echo "make molecule-beside - make test's third stream: molecule (under nice)"
 	@echo "make docs-check      - fail when docs/collection differs from what make docs generates"
 	@echo ""
 	@echo "building:"
