@@ -302,7 +302,9 @@ def judge_node(
     checks = [check for check in CHECKS if check in (params.get("checks") or CHECKS)]
     if params.get("paths"):
         return judge_saved(params["paths"], checks, params.get("expected_gpus"))
-    sysfs_root = params.get("sysfs_root") or infiniband.DEFAULT_SYSFS_ROOT
+    sysfs_root = params.get("sysfs_root")
+    if sysfs_root is None:
+        sysfs_root = infiniband.DEFAULT_SYSFS_ROOT
     if "infiniband" in checks and not os.path.isdir(sysfs_root):
         raise HealthInputError("sysfs_root: %r is not a directory" % sysfs_root)
     return judge_live(

@@ -313,6 +313,17 @@ CASES = {
     "training_log_info": Case(
         base={"content": METRICS}, overrides=LOG_OVERRIDES, verdict=r"^training run check failed:\n"
     ),
+    # Live mode reads the sandbox's sysfs and runs the fake nvidia-smi and journalctl of its
+    # bin directory (make_sandbox), never the machine's.
+    "node_health_info": Case(
+        base={"sysfs_root": WS + "/sys"},
+        overrides={
+            "checks": st.one_of(
+                st.lists(st.sampled_from(["nvidia_smi", "kernel_log", "infiniband", "gpu", ""]), max_size=4),
+                anything,
+            ),
+        },
+    ),
     "node_preflight_info": Case(
         base={
             "crio_runtime_endpoint": "unix://" + WS + "/run/crio.sock",
@@ -477,6 +488,21 @@ def make_sandbox(root):
             }
         )
     )
+    # node_health_info's live mode: a GPU report and a kernel log with an Xid, and one port.
+    for tool, fixture in (
+        ("nvidia-smi", "nvidia-smi-tesla-p100-r510.xml"),
+        ("journalctl", "journal-xid79-fallen-off-bus.log"),
+    ):
+        (workspace / "bin" / tool).write_text("#!/bin/sh\nexec cat '%s'\n" % (FIXTURES / "health" / fixture))
+        (workspace / "bin" / tool).chmod(0o755)
+    port = workspace / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    for attribute, value in (
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("rate", "400 Gb/sec (4X NDR)"),
+    ):
+        (port / attribute).write_text(value + "\n")
     crictl = '#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_CRICTL)
     (workspace / "bin" / "crictl").write_text(crictl)
     (workspace / "bin" / "crictl").chmod(0o755)
