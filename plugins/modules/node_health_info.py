@@ -16,7 +16,9 @@ description:
   - C(nvidia_smi) check, from C(nvidia-smi -q -x) - uncorrectable ECC errors, row remapping
     pending or failed, retired pages pending, a PCIe link narrower than it can be (or at a lower
     generation while busy), hardware clock slowdowns, and fewer GPUs than O(expected_gpus).
-    Every report format from the r510 to the r595 driver branch is read.
+    Every report format from the r510 to the r595 driver branch is read. nvidia-smi runs under
+    C(timeout 120) when C(timeout) is installed; one that hangs (a GPU the driver is stuck on) is a
+    C(reboot) finding, one that fails (no driver) an C(isolate) finding.
   - C(kernel_log) check, from C(journalctl -k -b) (else C(dmesg)) - NVIDIA Xid and NVSwitch SXid
     events, each code classed per NVIDIA's Xid catalogue.
   - C(infiniband) check, from C(<sysfs_root>/class/infiniband/*/ports/*) - a port not C(ACTIVE) or

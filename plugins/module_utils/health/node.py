@@ -39,6 +39,9 @@ HEALTHY = "healthy"
 CLASSES = (ISOLATE, REBOOT, MONITOR)
 
 NVIDIA_SMI_ARGV = ("-q", "-x")
+# nvidia-smi hangs on a GPU the driver is stuck on; run under timeout(1) when it is there,
+# so the module answers, and the hang itself becomes the finding.
+NVIDIA_SMI_TIMEOUT_S = 120
 JOURNALCTL_ARGV = ("-k", "-b", "--no-pager", "-o", "short-iso")
 
 
@@ -199,8 +202,22 @@ def _nvidia_smi_live(
     if not binary:
         result.not_run.append(_not_run("nvidia_smi", "nvidia-smi is not on PATH; the GPUs were not checked"))
         return
-    rc, out, err = run_command([binary] + list(NVIDIA_SMI_ARGV))
+    timeout = get_bin_path("timeout")
+    prefix = [timeout, str(NVIDIA_SMI_TIMEOUT_S)] if timeout else []
+    rc, out, err = run_command(prefix + [binary] + list(NVIDIA_SMI_ARGV))
     result.sources.append({"path": "%s -q -x" % binary, "kind": KIND_NVIDIA_SMI_XML})
+    if timeout and rc == 124:
+        result.findings.append(
+            {
+                "device": "node",
+                "check": "nvidia_smi_hung",
+                "class": REBOOT,
+                "reason": "nvidia-smi -q -x did not answer within %d s" % NVIDIA_SMI_TIMEOUT_S,
+                "remedy": "Look in the kernel log for Xid 79, 119 or 120 and for hung-task traces; a GPU "
+                "the driver is stuck on is usually cleared only by a reboot.",
+            }
+        )
+        return
     if rc != 0:
         # nvidia-smi is installed but cannot talk to the driver: no GPU work runs here.
         result.findings.append(

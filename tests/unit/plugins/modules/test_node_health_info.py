@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuops.training.plugins.module_utils.health import node
 from ansible_collections.gpuops.training.plugins.modules import node_health_info
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "health"
@@ -240,3 +241,17 @@ def test_an_unreadable_saved_file_fails_naming_paths(run_module, tmp_path):
     finally:
         saved.chmod(0o644)
     assert run.failed and run.result["msg"].startswith("paths: cannot read")
+
+
+def test_a_hanging_nvidia_smi_is_stopped_and_reported(run_module, node_bin, monkeypatch, tmp_path):
+    timeout = shutil.which("timeout", path="/usr/bin:/bin")
+    if timeout is None:
+        pytest.skip("no timeout(1) on this machine")
+    os.symlink(timeout, node_bin / "timeout")
+    (node_bin / "nvidia-smi").write_text("#!/bin/sh\nexec sleep 30\n")
+    (node_bin / "nvidia-smi").chmod(0o755)
+    (node_bin / "sleep").symlink_to(shutil.which("sleep", path="/usr/bin:/bin"))
+    monkeypatch.setattr(node, "NVIDIA_SMI_TIMEOUT_S", 1)
+    run = run_module(node_health_info.main, {"checks": ["nvidia_smi"], "sysfs_root": str(tmp_path)})
+    assert checks_of(run.result) == [("nvidia_smi_hung", "reboot")]
+    assert run.result["findings"][0]["reason"] == "nvidia-smi -q -x did not answer within 1 s"
