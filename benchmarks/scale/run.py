@@ -38,7 +38,7 @@ import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
-from fleet import TRAINER_ARGS, FleetJob, FleetLogServer, fleet_job_vars, fleet_node_specs, fleet_nodes  # noqa: E402
+from fleet import FleetJob, FleetLogServer, fleet_job_vars, fleet_node_specs, fleet_nodes, run_trainer_ranks  # noqa: E402
 from k8s_harness import Harness  # noqa: E402
 
 # The last commit whose training_job role read every pod's log with kubernetes.core.k8s_log in a
@@ -48,26 +48,6 @@ CASES = ["16x1", "16x10", "64x1", "64x10", "128x1", "128x10"]
 BASELINE_CASES = ["16x1", "16x10"]
 BIN = pathlib.Path(sys.executable).parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def trainer_template(workdir: pathlib.Path) -> dict[int, str]:
-    """Each rank's output of a real two-rank gloo torchrun run of the trainer."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO_ROOT / "training" / "src"), env.get("PYTHONPATH")])
-    )
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nnodes=1",
-        "--nproc-per-node=2",
-    ]
-    command += ["--log-dir=%s" % (workdir / "logs"), "--redirects=3", "-m", "gpuops_trainer.train"]
-    command += ["--output-dir=%s" % (workdir / "output"), *TRAINER_ARGS]
-    subprocess.run(command, cwd=workdir, env=env, check=True, capture_output=True, timeout=1200)
-    return {rank: next(workdir.glob("logs/*/attempt_0/%d/stdout.log" % rank)).read_text() for rank in (0, 1)}
 
 
 def baseline_collections(workdir: pathlib.Path) -> pathlib.Path:
@@ -309,7 +289,7 @@ def main(argv=None) -> int:
     subprocess.run(
         ["make", "--no-print-directory", "collection"], cwd=REPO_ROOT, check=True, capture_output=True
     )
-    template = trainer_template(workdir)
+    template = run_trainer_ranks(workdir, timeout=1200)
     nodes = fleet_nodes(max(pods for pods, _mb in cases), prefix="bench")
     harness.create_nodes(fleet_node_specs(nodes), timeout=300)
     results = []

@@ -27,7 +27,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -165,6 +168,41 @@ TRAINER_ARGS = [
     "--print-freq=2",
     "--threads=1",
 ]
+
+
+def run_trainer_ranks(workdir: Path, timeout: int = 600, preexec_fn=None) -> dict[int, str]:
+    """Each rank's stdout and stderr of a real two-rank gloo torchrun run of the trainer with
+    TRAINER_ARGS in WORKDIR (the output rank logs and simulated fleets are made of)."""
+    repo_root = Path(__file__).resolve().parents[2]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+    ]
+    command += ["--log-dir=%s" % (workdir / "logs"), "--redirects=3", "-m", "gpuops_trainer.train"]
+    command += ["--output-dir=%s" % (workdir / "output"), *TRAINER_ARGS]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(repo_root / "training" / "src"), env.get("PYTHONPATH")])
+    )
+    completed = subprocess.run(
+        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        preexec_fn=preexec_fn,
+    )  # fmt: skip
+    if completed.returncode != 0:
+        raise RuntimeError(
+            "the trainer's torchrun run failed: " + completed.stdout[-3000:] + completed.stderr[-3000:]
+        )
+    logs = {}
+    for rank in (0, 1):
+        (attempt,) = sorted(workdir.glob("logs/*/attempt_0/%d" % rank))
+        logs[rank] = (attempt / "stdout.log").read_text() + (attempt / "stderr.log").read_text()
+        if '"event":"run_end"' not in logs[rank]:
+            raise RuntimeError("rank %d of the trainer's run did not end: %s" % (rank, logs[rank][-3000:]))
+    return logs
 
 
 def fleet_job_vars(kubeconfig, namespace, runs_dir, launcher, pods, run_duration_s, **extra):

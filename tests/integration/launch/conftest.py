@@ -12,11 +12,9 @@ NCCL lines of one host of a real NCCL log from tests/unit/fixtures/nccl/publishe
 
 from __future__ import annotations
 
-import os
 import pathlib
 import resource
 import secrets
-import subprocess
 import sys
 
 import pytest
@@ -26,7 +24,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from fleet import TRAINER_ARGS  # noqa: E402
+from fleet import run_trainer_ranks  # noqa: E402
 from pytest_plugin import k8s_cluster, k8s_namespace  # noqa: E402
 
 __all__ = ["k8s_cluster", "k8s_namespace", "launch_namespace", "trainer_rank_logs", "checkpoint_pvc"]
@@ -44,36 +42,7 @@ def lower_memlock():
 @pytest.fixture(scope="session")
 def trainer_rank_logs(tmp_path_factory):
     """Each rank's stdout and stderr of a real two-rank gloo torchrun run of the trainer."""
-    workdir = tmp_path_factory.mktemp("trainer-run")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nnodes=1",
-        "--nproc-per-node=2",
-        "--log-dir=%s" % (workdir / "logs"),
-        "--redirects=3",
-        "-m",
-        "gpuops_trainer.train",
-        "--output-dir=%s" % (workdir / "output"),
-        *TRAINER_ARGS,
-    ]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO_ROOT / "training" / "src"), env.get("PYTHONPATH")])
-    )
-    completed = subprocess.run(
-        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False,
-        preexec_fn=lower_memlock,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    logs = {}
-    for rank in (0, 1):
-        (attempt,) = sorted(workdir.glob("logs/*/attempt_0/%d" % rank))
-        logs[rank] = (attempt / "stdout.log").read_text() + (attempt / "stderr.log").read_text()
-        assert '"event":"run_end"' in logs[rank]
-    return logs
+    return run_trainer_ranks(tmp_path_factory.mktemp("trainer-run"), preexec_fn=lower_memlock)
 
 
 @pytest.fixture
