@@ -26,6 +26,18 @@ description:
     seen earlier and are gone (a controller deletes pods at its own deadline).
   - A container ended by the OOM killer is named as C(OOMKilled) with its exit code 137 and its memory limit,
     whether it ended the pod or was restarted since.
+  - "A workload that will not go on without a change ends the wait, failed, once that has lasted
+    O(stuck_timeout) seconds, not at the deadline: the API server refuses its pods (its controller's
+    C(FailedCreate) or C(FailedCreatePod) Events: a ResourceQuota exceeded, a LimitRange, Pod Security,
+    OpenShift's SecurityContextConstraints, a missing ServiceAccount or PriorityClass, an admission
+    webhook), the scheduler cannot place a pod (C(Unschedulable)), or a container cannot start (its image
+    cannot be pulled, C(ImagePullBackOff), C(ErrImageNeverPull), ..., or it cannot be created,
+    C(CreateContainerConfigError), C(CreateContainerError), C(RunContainerError)). The message names the
+    object (the workload, or the pod and its node), the reason in the server's words and what to change."
+  - How long a condition has lasted is read from the server's times (the Events' first time, the
+    pod's C(PodScheduled) condition, its creation), so that calls made one after another (O(window))
+    measure one span. A condition that clears (the quota is freed, the pod is scheduled) ends nothing.
+    The module reads the namespace's Warning Events only while pods are missing or not running.
 version_added: 0.1.0
 author:
   - gpuops.training maintainers (@gpuops)
@@ -85,6 +97,18 @@ options:
     description: A pod still Pending after this many seconds is reported as slow.
     type: int
     default: 120
+  stuck_timeout:
+    description:
+      - Seconds a condition that will not clear without a change (pods refused at admission, a pod the
+        scheduler cannot place, a container whose image cannot be pulled or that cannot be created) may
+        last before the wait ends, failed, naming the object, the reason and the remedy.
+      - 0 waits to the deadline whatever holds the workload.
+      - A quota refusal clears when other workloads free the quota; to queue behind them, use Kueue or 0.
+      - Refusals are dated from their Events, which the API server keeps an hour by default
+        (C(--event-ttl)); a refusal may therefore not end a wait whose O(stuck_timeout) is longer.
+      - The times are the server's, the time now the controller's: their clocks should agree.
+    type: int
+    default: 600
   settle:
     description:
       - Seconds to keep watching, once the workload has failed, while some of its pods are still
@@ -122,6 +146,16 @@ EXAMPLES = r"""
     expected_pods: 2
     timeout: 3600
 
+- name: Wait up to a day, but end after 5 minutes of pods refused by a quota or never scheduled
+  gpuops.training.training_job_wait:
+    kind: Job
+    name: retinanet-3f9a1c
+    namespace: training
+    pod_selector: gpuops.training/run-id=retinanet-20261122T050000Z
+    expected_pods: 2
+    timeout: 86400
+    stuck_timeout: 300
+
 - name: Watch an Indexed Job for 30 seconds at a time and report progress
   gpuops.training.training_job_wait:
     kind: Job
@@ -138,7 +172,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 finished:
-  description: Whether the wait is over - the workload succeeded or failed, or the deadline passed.
+  description: Whether the wait is over - the workload succeeded or failed, it was stuck for O(stuck_timeout), or the deadline passed.
   returned: always
   type: bool
 succeeded:
@@ -192,12 +226,50 @@ stuck_pods:
   returned: always
   type: list
   elements: str
+stuck:
+  description: Whether the wait ended because a condition in RV(stuck_conditions) lasted O(stuck_timeout) seconds.
+  returned: always
+  type: bool
+stuck_conditions:
+  description:
+    - What keeps the workload from going on now, oldest first (read with O(stuck_timeout) above 0) -
+      C(kind) (C(refused), C(unschedulable) or C(container)), C(object) (C(Job ns/name), C(pod ns/name on
+      node x)), C(reason) (C(FailedCreate), C(Unschedulable), C(ImagePullBackOff), ...), C(cause)
+      (C(quota), C(limitrange), C(podsecurity), C(scc), C(serviceaccount), C(priorityclass), C(webhook),
+      C(other), C(scheduling), C(image), C(create)), C(detail) (the server's words), C(remedy), C(since)
+      (seconds since the epoch, the server's time), C(for_s) and C(pods).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - kind: refused
+      object: Job training/retinanet-3f9a1c
+      reason: FailedCreate
+      cause: quota
+      detail: >-
+        pods "retinanet-3f9a1c-1-x7k2p" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8,
+        used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8
+      remedy: >-
+        raise the hard limits of ResourceQuota gpus in namespace training, free what other workloads there hold,
+        or ask for less per pod (kubectl describe resourcequota gpus -n training)
+      since: 1795323610.0
+      for_s: 42.0
+      pods: []
 progress:
   description: One line with the phase, the pod counts and the slow pods.
   returned: always
   type: str
 message:
-  description: On failure or timeout, what failed and the state of every unfinished pod; empty otherwise.
+  description:
+    - On failure or timeout, what failed and the state of every unfinished pod; empty otherwise.
+    - When the workload was stuck, what holds it, for how long, and what to change.
+  sample: >-
+    Job training/retinanet-3f9a1c is stuck: it has not gone on for 600 s (stuck_timeout 600 s) and will not
+    without a change. Job training/retinanet-3f9a1c: the API server refuses its pods for 600 s (FailedCreate:
+    pods "retinanet-3f9a1c-1-x7k2p" is forbidden: exceeded quota: gpus, ...); to go on, raise the hard limits
+    of ResourceQuota gpus in namespace training, free what other workloads there hold, or ask for less per pod
+    (kubectl describe resourcequota gpus -n training). Pods: 0 pending, 1 running, 0 succeeded, 0 failed of 2
+    expected (1 not created).
   returned: always
   type: str
 elapsed:
@@ -227,6 +299,11 @@ from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import 
     growing_window,
     poll,
     wait_options_problem,
+)
+from ansible_collections.gpuops.training.plugins.module_utils.stuck import (
+    judge_stuck,
+    needs_events,
+    stuck_conditions,
 )
 
 CUSTOM_KINDS = {
@@ -268,6 +345,17 @@ def list_pods(api, namespace, selector):
     return api.sanitize_for_serialization(pods).get("items") or []
 
 
+def list_events(api, namespace):
+    """The namespace's Warning Events (a controller's refusal, the scheduler's, the kubelet's)."""
+    try:
+        events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="type=Warning")
+    except ApiException as error:
+        raise ReadError(
+            "cannot list the Events in %s: %s %s" % (namespace, error.status, error.reason)
+        ) from error
+    return api.sanitize_for_serialization(events).get("items") or []
+
+
 def main():
     module = build_kubernetes_module(
         {
@@ -282,13 +370,14 @@ def main():
             "window_growth": {"type": "float", "default": 0.0},
             "poll_interval": {"type": "int", "default": 5},
             "slow_after": {"type": "int", "default": 120},
+            "stuck_timeout": {"type": "int", "default": 600},
             "settle": {"type": "int", "default": 30},
             "seen_pods": {"type": "list", "elements": "dict", "default": []},
             "fail_on_failure": {"type": "bool", "default": True},
         }
     )
     params = module.params
-    problem = wait_options_problem(params, ("timeout", "window", "slow_after", "settle"))
+    problem = wait_options_problem(params, ("timeout", "window", "slow_after", "settle", "stuck_timeout"))
     if problem:
         module.fail_json(msg=problem)
     for option in ("name", "namespace"):
@@ -304,12 +393,30 @@ def main():
     started = params["started"] if params["started"] is not None else time.time()
     deadline = started + params["timeout"]
     seen = params["seen_pods"]
+    events_readable = True
+
+    def read_events(obj, pods):
+        # Only while something is missing or not running, and never fatal: a wait without the
+        # right to list Events still ends at the deadline, and at the stuck time for pods the
+        # scheduler cannot place.
+        nonlocal events_readable
+        if not (
+            params["stuck_timeout"] and events_readable and needs_events(obj, pods, params["expected_pods"])
+        ):
+            return []
+        try:
+            return list_events(api, params["namespace"])
+        except ReadError as error:
+            events_readable = False
+            module.warn("%s: pods refused at admission are not seen before the deadline" % error)
+            return []
 
     def read_and_judge():
         nonlocal seen
         try:
             obj = read_workload(api, params["kind"], params["namespace"], params["name"])
             pods = list_pods(api, params["namespace"], params["pod_selector"])
+            events = read_events(obj, pods)
         except ReadError as error:
             module.fail_json(msg=str(error))
         except Exception as error:  # no answer (connection refused, TLS, DNS) or a refused value
@@ -334,6 +441,20 @@ def main():
             previous=seen,
         )
         seen = verdict["pods"]
+        conditions = (
+            stuck_conditions(
+                params["kind"],
+                params["name"],
+                params["namespace"],
+                obj,
+                pods,
+                events,
+                params["expected_pods"],
+            )
+            if params["stuck_timeout"]
+            else []
+        )
+        judge_stuck(verdict, conditions, now, params["stuck_timeout"], params["expected_pods"])
         verdict.update(
             timed_out=False, elapsed=round(now - started, 1), remaining=round(max(deadline - now, 0), 1)
         )

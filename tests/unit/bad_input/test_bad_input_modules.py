@@ -428,8 +428,10 @@ CASES = {
         served={
             "read_workload": lambda *args: load("jobs/pytorchjob-running.yaml"),
             "list_pods": lambda *args: [load("jobs/pod-running.yaml"), load("jobs/pod-unschedulable.yaml")],
+            "list_events": lambda *args: load("stuck/job-unschedulable-events.yaml"),
         },
-        verdict=r"(failed|did not finish within)",
+        # The unschedulable pod has been so since 2026-11-22: a stuck time ends the wait at once.
+        verdict=r"(failed|did not finish within|is stuck: it has not gone on for)",
     ),
 }
 

@@ -3,6 +3,7 @@ windows."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
@@ -22,8 +23,15 @@ def load(name):
 
 @pytest.fixture
 def cluster(monkeypatch):
-    """A fake clock and a sequence of (workload, pods) reads; the last one repeats."""
-    state = {"now": parse_time("2026-11-22T09:18:10Z"), "reads": [], "sleeps": []}
+    """A fake clock and a sequence of (workload, pods) reads, or (workload, pods, Warning Events);
+    the last one repeats."""
+    state = {"now": parse_time("2026-11-22T09:18:10Z"), "reads": [], "sleeps": [], "event_reads": 0}
+
+    def list_events(api, namespace):
+        state["event_reads"] += 1
+        if isinstance(state.get("events_error"), Exception):
+            raise state["events_error"]
+        return state["current"][2] if len(state["current"]) > 2 else []
 
     def read_workload(api, kind, namespace, name):
         state["reads"].append((kind, namespace, name))
@@ -40,6 +48,7 @@ def cluster(monkeypatch):
     monkeypatch.setattr(k8s_client, "api_client", lambda kubeconfig, context, pool_size=None: object())
     monkeypatch.setattr(training_job_wait, "read_workload", read_workload)
     monkeypatch.setattr(training_job_wait, "list_pods", lambda api, namespace, selector: state["current"][1])
+    monkeypatch.setattr(training_job_wait, "list_events", list_events)
     monkeypatch.setattr(training_job_wait.time, "sleep", sleep)
     monkeypatch.setattr(training_job_wait.time, "time", lambda: state["now"])
     return state
@@ -195,3 +204,137 @@ def test_an_mpijob_is_read_from_the_training_operators_api(monkeypatch):
     job = training_job_wait.read_workload(object(), "MPIJob", "nt-cap", "nt-ok")
     assert calls == [("kubeflow.org", "v1", "nt-cap", "mpijobs", "nt-ok")]
     assert job["kind"] == "MPIJob"
+
+
+# --------------------------------------------------------------------------------------
+# the stuck time: refusals and stuck pods end the wait before the deadline
+# --------------------------------------------------------------------------------------
+
+STUCK = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "stuck"
+
+
+def stuck_fixture(name):
+    return yaml.safe_load((STUCK / name).read_text())
+
+
+def quota_reads():
+    """The harness's Indexed Job whose second pod the quota refuses: (job, pods, Events)."""
+    return (
+        stuck_fixture("job-quota.yaml"),
+        stuck_fixture("job-quota-pods.yaml"),
+        stuck_fixture("job-quota-events.yaml"),
+    )
+
+
+FIRST_REFUSAL = parse_time("2026-11-29T03:34:57Z")
+
+
+def quota_args(**extra):
+    return args(name="rn-quota", namespace="st-quota", expected_pods=2, **extra)
+
+
+def test_a_quota_refusal_ends_the_wait_at_the_stuck_time_naming_the_quota_and_the_remedy(run_module, cluster):
+    cluster["now"] = FIRST_REFUSAL + 2
+    cluster["sequence"] = [quota_reads()]
+    run = run_module(
+        training_job_wait.main,
+        quota_args(timeout=3600, stuck_timeout=15, poll_interval=5, started=FIRST_REFUSAL),
+    )
+    assert run.failed
+    result = run.result
+    assert result["finished"] and result["stuck"] and not result["timed_out"] and not result["succeeded"]
+    # Read at 2, 7, 12 and 17 s after the first refusal: ended at the first read past 15 s.
+    assert cluster["sleeps"] == [5, 5, 5] and cluster["now"] == FIRST_REFUSAL + 17
+    message = result["msg"]
+    assert message.startswith(
+        "Job st-quota/rn-quota is stuck: it has not gone on for 17 s (stuck_timeout 15 s)"
+    )
+    assert "exceeded quota: gpus, requested: requests.nvidia.com/gpu=1" in message
+    assert "to go on, raise the hard limits of ResourceQuota gpus in namespace st-quota" in message
+    assert result["message"] == message
+    (condition,) = result["stuck_conditions"]
+    assert (condition["kind"], condition["cause"], condition["for_s"]) == ("refused", "quota", 17)
+    assert cluster["event_reads"] == 4
+
+
+def test_without_a_stuck_time_the_refusal_waits_for_the_deadline_and_reads_no_events(run_module, cluster):
+    cluster["now"] = FIRST_REFUSAL + 3600
+    cluster["sequence"] = [quota_reads()]
+    run = run_module(
+        training_job_wait.main,
+        quota_args(timeout=30, stuck_timeout=0, poll_interval=10, fail_on_failure=False),
+    )
+    result = run.result
+    assert result["finished"] and result["timed_out"] and not result["stuck"]
+    assert result["message"].startswith("Job st-quota/rn-quota did not finish within 30 s: it is Running")
+    assert result["stuck_conditions"] == [] and cluster["event_reads"] == 0
+
+
+def test_a_refusal_that_clears_before_the_stuck_time_ends_nothing(run_module, cluster):
+    job, pods, events = quota_reads()
+    second = dict(pods[0], metadata=dict(pods[0]["metadata"], name="rn-quota-1-later"))
+    # Refused for 10 s, then the quota is freed, both pods run, past the stuck time, and the Job completes.
+    complete = dict(job, status={"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 2})
+    cluster["now"] = FIRST_REFUSAL + 5
+    cluster["sequence"] = [
+        (job, pods, events),
+        (job, pods + [second], events),
+        (job, pods + [second], events),
+        (job, pods + [second], events),
+        (complete, pods + [second], events),
+    ]
+    run = run_module(training_job_wait.main, quota_args(timeout=3600, stuck_timeout=12, poll_interval=5))
+    assert run.exit_code == 0, run.result
+    assert run.result["succeeded"] and not run.result["stuck"]
+    assert cluster["now"] == FIRST_REFUSAL + 25
+    # Events are read while a pod is missing, not once every pod runs.
+    assert cluster["event_reads"] == 1
+
+
+def test_windowed_calls_measure_the_stuck_time_from_the_servers_times(run_module, cluster):
+    """A role calls again per window: the second call, which began after the first refusal plus the
+    stuck time minus its window, still ends at the stuck time - not a stuck time after its own start."""
+    cluster["sequence"] = [quota_reads()]
+    cluster["now"] = FIRST_REFUSAL + 1
+    first = run_module(
+        training_job_wait.main,
+        quota_args(timeout=3600, stuck_timeout=20, window=10, poll_interval=5, fail_on_failure=False),
+    )
+    assert not first.result["finished"] and not first.result["stuck"]
+    assert "stuck 11 s of 20 s: Job st-quota/rn-quota" in first.result["progress"]
+    second = run_module(
+        training_job_wait.main,
+        quota_args(timeout=3600, stuck_timeout=20, window=10, poll_interval=5, fail_on_failure=False),
+    )
+    assert second.result["finished"] and second.result["stuck"]
+    assert cluster["now"] == FIRST_REFUSAL + 21
+
+
+def test_pods_the_scheduler_cannot_place_end_the_wait_without_the_right_to_read_events(run_module, cluster):
+    (pod,) = stuck_fixture("job-unschedulable-pods.yaml")
+    cluster["sequence"] = [(stuck_fixture("job-unschedulable.yaml"), [pod], [])]
+    cluster["events_error"] = training_job_wait.ReadError("cannot list the Events in st-ops: 403 Forbidden")
+    cluster["now"] = parse_time("2026-11-29T03:34:58Z")
+    run = run_module(
+        training_job_wait.main,
+        args(name="rn-pending", namespace="st-ops", expected_pods=1, stuck_timeout=20, poll_interval=5),
+    )
+    assert run.failed and run.result["stuck"]
+    assert (
+        "pod st-ops/rn-pending-c8ns9: not scheduled for 20 s (Unschedulable: 0/2 nodes are available: 2 "
+        in (run.result["msg"])
+    )
+    assert "to go on, free cpu on the nodes" in run.result["msg"]
+    # Asked once, then left alone, with a warning that says what is not seen.
+    assert cluster["event_reads"] == 1
+    assert (
+        "cannot list the Events in st-ops: 403 Forbidden: pods refused at admission are not seen"
+        in json.dumps(run.result["warnings"])
+    )
+
+
+def test_a_negative_stuck_time_is_refused(run_module, cluster):
+    cluster["sequence"] = [quota_reads()]
+    run = run_module(training_job_wait.main, quota_args(stuck_timeout=-1))
+    assert run.failed and "stuck_timeout must be 0 or more" in run.result["msg"]
+    assert cluster["reads"] == []
