@@ -66,6 +66,7 @@ RUN_MINIMUMS = (
     ("nccl_heartbeat_timeout_s", 1),
     ("log_parallel", 1),
     ("log_timeout_s", 1),
+    ("stuck_timeout", 0),
 )
 TRAINER_MINIMUMS = (
     ("synthetic_images", 1),

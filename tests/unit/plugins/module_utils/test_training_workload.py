@@ -536,6 +536,20 @@ def test_the_builders_refuse_bad_settings_with_every_problem():
     assert "training_job_image is required" in str(error.value) and "training_job_nnodes" in str(error.value)
 
 
+@pytest.mark.parametrize("value", [-1, "-5", "10m", "1.5", True, None, [600]])
+@pytest.mark.parametrize(
+    ("prefix", "launcher"), [("training_job_", "indexed_job"), ("nccl_tests_", "mpijob")]
+)
+def test_a_stuck_time_that_is_not_seconds_is_refused_naming_the_callers_variable(value, prefix, launcher):
+    found = tc.problems(settings(launcher=launcher, mpirun_argv=MPIRUN, stuck_timeout=value), prefix)
+    assert "%sstuck_timeout must be an integer of at least 0, got %r" % (prefix, value) in found, found
+
+
+@pytest.mark.parametrize("value", [0, 15, "600"])
+def test_a_stuck_time_of_seconds_or_0_is_accepted(value):
+    assert tc.problems(settings(stuck_timeout=value)) == []
+
+
 def test_the_filter_plugin_is_thin():
     filters = FilterModule().filters()
     assert filters["training_workload_problems"](settings(image="")) == tc.problems(settings(image=""))
