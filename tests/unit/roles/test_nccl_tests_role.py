@@ -70,7 +70,7 @@ def test_the_mpijob_settings_are_the_variables_named_like_training_settings():
             "shm_size", "fabric", "network", "rdma_resource", "rdma_per_node", "node_selector",
             "tolerations", "mpi_worker_command", "pod_annotations", "poll_interval_s",
             "gpu_toleration", "node_affinity", "spread_across_nodes", "topology_spread_constraints",
-            "image_pull_secrets", "service_account",
+            "image_pull_secrets", "service_account", "stuck_timeout",
         ]
     )  # fmt: skip
     variables = load("nccl_tests/vars/main.yml")
