@@ -9,12 +9,15 @@
   ``PET_*`` variables the controller's torch plugin sets, and marks the TrainJob Complete or
   Failed when that Job ends. It does no more than that: JobSet, gang scheduling and the
   controller's validation are not simulated.
+- :func:`create_launch_namespace` and :func:`create_checkpoint_pvc` make what a launch needs (the
+  fixtures of conftest.py, and module-scoped runs that share one namespace per scenario).
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import secrets
 import threading
 import time
 from datetime import datetime, timezone
@@ -45,6 +48,58 @@ def nccl_lines_by_host(path):
     if loose:
         result[0] = "".join(loose) + result[0]
     return result
+
+
+def create_launch_namespace(cluster):
+    """A fresh namespace with a short name: an Indexed Job's host FQDN must fit 64 characters."""
+    name = "gl-%s" % secrets.token_hex(3)
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    return name
+
+
+def delete_launch_namespace(cluster, name):
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    cluster.kubectl("delete", "persistentvolume", "%s-checkpoints" % name, "--wait=false", check=False)
+
+
+def create_checkpoint_pvc(cluster, launch_namespace, path):
+    """A bound PVC named "checkpoints" in the namespace (a hostPath PV at ``path``)."""
+    volume = "%s-checkpoints" % launch_namespace
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "manual",
+                "hostPath": {"path": str(path)},
+                "claimRef": {"namespace": launch_namespace, "name": "checkpoints"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "checkpoints", "namespace": launch_namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "manual",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    cluster.kubectl(
+        "wait",
+        "--for=jsonpath={.status.phase}=Bound",
+        "--timeout=60s",
+        "-n",
+        launch_namespace,
+        "pvc/checkpoints",
+    )
+    return "checkpoints"
 
 
 class PodLogServer(threading.Thread):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pathlib
 import resource
-import secrets
 import sys
 
 import pytest
@@ -24,6 +23,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from cluster_helpers import create_checkpoint_pvc, create_launch_namespace, delete_launch_namespace  # noqa: E402
 from fleet import run_trainer_ranks  # noqa: E402
 from pytest_plugin import k8s_cluster, k8s_namespace  # noqa: E402
 
@@ -48,49 +48,12 @@ def trainer_rank_logs(tmp_path_factory):
 @pytest.fixture
 def launch_namespace(k8s_cluster):
     """A fresh namespace with a short name: an Indexed Job's host FQDN must fit 64 characters."""
-    name = "gl-%s" % secrets.token_hex(3)
-    k8s_cluster.kubectl("create", "namespace", name)
-    k8s_cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    name = create_launch_namespace(k8s_cluster)
     yield name
-    k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-    k8s_cluster.kubectl("delete", "persistentvolume", "%s-checkpoints" % name, "--wait=false", check=False)
+    delete_launch_namespace(k8s_cluster, name)
 
 
 @pytest.fixture
 def checkpoint_pvc(k8s_cluster, launch_namespace, tmp_path):
     """A bound PVC named "checkpoints" in the namespace (a hostPath PV the claim is bound to)."""
-    volume = "%s-checkpoints" % launch_namespace
-    k8s_cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "manual",
-                "hostPath": {"path": str(tmp_path / "checkpoints")},
-                "claimRef": {"namespace": launch_namespace, "name": "checkpoints"},
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "checkpoints", "namespace": launch_namespace},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "manual",
-                "volumeName": volume,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-    )
-    k8s_cluster.kubectl(
-        "wait",
-        "--for=jsonpath={.status.phase}=Bound",
-        "--timeout=60s",
-        "-n",
-        launch_namespace,
-        "pvc/checkpoints",
-    )
-    return "checkpoints"
+    return create_checkpoint_pvc(k8s_cluster, launch_namespace, tmp_path / "checkpoints")

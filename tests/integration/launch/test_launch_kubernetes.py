@@ -358,38 +358,6 @@ def test_a_locked_memory_limit_under_the_ib_profile_fails_with_the_remedy(
     )
 
 
-def test_a_pod_that_never_schedules_ends_at_the_deadline_naming_it_and_the_reason(
-    run_playbook, k8s_cluster, launch_namespace, checkpoint_pvc, tmp_path
-):
-    timeout = 25
-    settings = launch_vars(
-        k8s_cluster,
-        launch_namespace,
-        tmp_path / "runs",
-        "indexed_job",
-        training_job_gpus_per_node=9,  # the simulated nodes have 8
-        training_job_timeout_s=timeout,
-    )
-    run = run_playbook(PLAYBOOK, INVENTORY, settings, timeout=300)
-    assert run.rc != 0, run
-    output = " ".join(run.output.split())
-    # Ended by its own deadline (the message says so), not by the playbook's outer timeout.
-    assert "did not finish within %d s" % timeout in output
-    assert "stuck pods: rn-" in output
-    # Every untainted node refuses the pod for its GPUs (the real node, when an earlier test
-    # started it, carries a taint and is refused for that instead).
-    nodes = get_json(k8s_cluster, "nodes")["items"]
-    untainted = [node for node in nodes if not node["spec"].get("taints")]
-    assert "Unschedulable: 0/%d nodes are available: " % len(nodes) in output
-    assert "%d Insufficient nvidia.com/gpu" % len(untainted) in output
-    # The Job was stopped so that it does not keep waiting for GPUs.
-    deadline = time.monotonic() + 30
-    while get_json(k8s_cluster, "jobs", "-n", launch_namespace)["items"] and time.monotonic() < deadline:
-        time.sleep(1)
-    assert get_json(k8s_cluster, "jobs", "-n", launch_namespace)["items"] == []
-    assert "Pending" in (only_run_dir(tmp_path / "runs") / "launcher.log").read_text()
-
-
 @pytest.mark.parametrize(
     ("exit_code", "named"),
     [

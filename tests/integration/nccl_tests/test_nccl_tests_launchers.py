@@ -214,13 +214,18 @@ class LauncherFailure(threading.Thread):
         self.join(timeout=10)
 
 
+def create_mpijob_namespace(cluster):
+    name = "nt-mpi-%s" % secrets.token_hex(3)
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    return name
+
+
 @pytest.fixture
 def mpijob_namespace(k8s_cluster):
     """A namespace of its own (the harness may be shared), whose pods are gone before the next
     test starts: a run holds every simulated GPU."""
-    name = "nt-mpi-%s" % secrets.token_hex(3)
-    k8s_cluster.kubectl("create", "namespace", name)
-    k8s_cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", name, "serviceaccount/default")
+    name = create_mpijob_namespace(k8s_cluster)
     yield name
     k8s_cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
@@ -427,26 +432,87 @@ def test_a_failed_mpijob_launcher_keeps_its_log_which_is_judged_with_its_exit_co
     assert "remote process exited or there was a network error" in (run_dir / "alltoall.log").read_text()
 
 
+# Workers that ask for 16 GPUs (the simulated nodes have 8) never schedule; mpirun waits for them,
+# so the launcher keeps running. One run ends at its deadline (no stuck time), the other at its
+# stuck time; both are launched at once, each in its namespace, and the tests read the outcome.
+NEVER_SCHEDULED = {
+    "deadline": {"nccl_tests_timeout_s": 20, "nccl_tests_stuck_timeout": 0},
+    "stuck": {"nccl_tests_timeout_s": 300, "nccl_tests_stuck_timeout": 15},
+}
+
+
+@pytest.fixture(scope="module")
+def never_scheduled(run_playbook, k8s_cluster, tmp_path_factory):
+    outcomes = {}
+
+    def play(name):
+        namespace = create_mpijob_namespace(k8s_cluster)
+        runs_dir = tmp_path_factory.mktemp("runs-" + name)
+        outcomes[name] = {"namespace": namespace, "runs_dir": runs_dir}
+        settings = mpijob_vars(
+            k8s_cluster, namespace, runs_dir,
+            nccl_tests_gpus_per_node=16,
+            nccl_tests_pod_annotations={"gpuops.test/run-duration": "3600s"},
+            nccl_tests_delete_finished=True,
+            **NEVER_SCHEDULED[name],
+        )  # fmt: skip
+        try:
+            outcomes[name]["run"], _server = run_mpijob(run_playbook, k8s_cluster, namespace, settings)
+        except Exception as error:  # the test of that run reports it
+            outcomes[name]["error"] = repr(error)
+
+    threads = [threading.Thread(target=play, args=(name,)) for name in NEVER_SCHEDULED]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    yield outcomes
+    for outcome in outcomes.values():
+        k8s_cluster.kubectl(
+            "delete", "namespace", outcome["namespace"], "--wait=true", "--timeout=120s", check=False
+        )
+
+
+def never_scheduled_outcome(outcomes, name):
+    outcome = outcomes[name]
+    assert "error" not in outcome, outcome["error"]
+    assert outcome["run"].rc != 0
+    return outcome, failure(outcome["run"].output)
+
+
 def test_an_mpijob_whose_workers_never_schedule_ends_at_its_deadline_naming_the_pods(
-    run_playbook, k8s_cluster, mpijob_namespace, tmp_path
+    k8s_cluster, never_scheduled
 ):
-    settings = mpijob_vars(
-        k8s_cluster, mpijob_namespace, tmp_path / "runs",
-        nccl_tests_gpus_per_node=16,  # the simulated nodes have 8
-        nccl_tests_timeout_s=20,
-        # mpirun waits for workers that never come: the launcher keeps running.
-        nccl_tests_pod_annotations={"gpuops.test/run-duration": "3600s"},
-        nccl_tests_delete_finished=True,
-    )  # fmt: skip
-    run, _server = run_mpijob(run_playbook, k8s_cluster, mpijob_namespace, settings)
-    assert run.rc != 0
-    message = failure(run.output)
+    """nccl_tests_stuck_timeout 0: the wait as before there was a stuck time."""
+    outcome, message = never_scheduled_outcome(never_scheduled, "deadline")
     assert "all_reduce_perf exited with code 124 (stopped after 20 s)" in message, message
     assert "did not finish within 20 s" in message, message
     assert "-worker-0: Pending" in message and "Insufficient nvidia.com/gpu" in message, message
     assert "-launcher: Running" in message, message
+    assert "is stuck:" not in message, message
     # Stopped at the deadline: the MPIJob is deleted, its pods with it.
-    assert get_json(k8s_cluster, "mpijobs", "-n", mpijob_namespace)["items"] == []
+    assert get_json(k8s_cluster, "mpijobs", "-n", outcome["namespace"])["items"] == []
+
+
+def test_an_mpijob_whose_workers_never_schedule_ends_at_its_stuck_time_naming_them_and_the_remedy(
+    k8s_cluster, never_scheduled
+):
+    outcome, message = never_scheduled_outcome(never_scheduled, "stuck")
+    assert "all_reduce_perf never ran: its MPIJob was stuck for nccl_tests_stuck_timeout (15 s); " in message
+    assert "did not finish within" not in message and "stopped after" not in message, message
+    assert "MPIJob %s/" % outcome["namespace"] in message and " is stuck: it has not gone on for " in message
+    # Both workers, refused a place for one reason, with the scheduler's words and the remedy.
+    assert "-worker-0, pod %s/" % outcome["namespace"] in message, message
+    assert "-worker-1: not scheduled for " in message, message
+    assert "Insufficient nvidia.com/gpu" in message, message
+    assert (
+        "to go on, free nvidia.com/gpu on the nodes (other pods hold it) or add nodes that have it" in message
+    )
+    summary, _run_dir = summary_of(outcome["runs_dir"])
+    (row,) = summary["collectives"]
+    assert (row["collective"], row["ok"], row["rc"]) == ("all_reduce", False, 1)
+    # Stopped: the MPIJob is deleted, its pods with it.
+    assert get_json(k8s_cluster, "mpijobs", "-n", outcome["namespace"])["items"] == []
 
 
 # --------------------------------------------------------------------------------------
