@@ -106,7 +106,7 @@ options:
       - A quota refusal clears when other workloads free the quota; to queue behind them, use Kueue or 0.
       - Refusals are dated from their Events, which the API server keeps an hour by default
         (C(--event-ttl)); a refusal may therefore not end a wait whose O(stuck_timeout) is longer.
-      - The times are the server's, the time now the controller's: their clocks should agree.
+      - The times are the server's and the time now is the controller's, so their clocks should agree.
     type: int
     default: 600
   settle:
