@@ -417,6 +417,10 @@ def test_a_failing_pod_ends_the_run_with_the_failure_named(
             {"training_job_seccomp_profile": "Localhost"},
             "value of training_job_seccomp_profile must be one of: RuntimeDefault, Unconfined, ",
         ),
+        (
+            {"training_job_stuck_timeout": -1},
+            "training_job_stuck_timeout must be an integer of at least 0, got -1",
+        ),
     ],
 )
 def test_bad_settings_fail_before_anything_is_created(

@@ -529,6 +529,10 @@ def test_an_mpijob_whose_workers_never_schedule_ends_at_its_stuck_time_naming_th
             "nccl_tests_network: 'Bad_Net' is not a NetworkAttachmentDefinition",
         ),
         ({"nccl_tests_memory": "4Gi"}, "nccl_tests_memory (4Gi) must be larger than the /dev/shm size 8Gi"),
+        (
+            {"nccl_tests_stuck_timeout": -1},
+            "nccl_tests_stuck_timeout must be an integer of at least 0, got -1",
+        ),
     ],
 )
 def test_bad_mpijob_settings_fail_in_validation_naming_the_roles_own_variables(
