@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
+from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import (
+    RECORD_ANNOTATION,
+    account_plan,
+    name_problems,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
     dns_subdomain_problem,
@@ -639,3 +643,34 @@ def scc_objects(settings):
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     }
     return [scc, role, binding]
+
+
+def with_account_pull_secrets(objects, account, field_manager):
+    """The objects, with the trainer ServiceAccount's image pull Secrets as
+    :func:`~image_pull_secrets.account_plan` decides from ``account``, the account as the server
+    holds it (None when there is none): the entries others added (OpenShift's ServiceAccount
+    controller) are kept, the collection's own recorded. When the list must change while another
+    field manager owns it, the account carries the ``resourceVersion`` it was read at: the role
+    applies it alone, with force, refused if the account changed since.
+
+    The account built by :func:`namespace_objects` carries the wanted Secrets; the other objects
+    are returned as they are."""
+    result = []
+    for item in objects:
+        if item.get("kind") == "ServiceAccount" and item.get("apiVersion") == "v1":
+            item = dict(item, metadata=dict(item["metadata"]))
+            plan = account_plan(_names_of(item.pop("imagePullSecrets", None)), account, field_manager)
+            if plan["names"] is not None:
+                item["imagePullSecrets"] = [{"name": name} for name in plan["names"]]
+            if plan["record"] is not None:
+                item["metadata"]["annotations"] = dict(
+                    item["metadata"].get("annotations") or {}, **{RECORD_ANNOTATION: plan["record"]}
+                )
+            if plan["force"]:
+                item["metadata"]["resourceVersion"] = plan["resource_version"]
+        result.append(item)
+    return result
+
+
+def _names_of(entries):
+    return [entry["name"] for entry in entries or []]
