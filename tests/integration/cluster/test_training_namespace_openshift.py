@@ -423,8 +423,8 @@ def test_check_mode_reports_the_changed_list_and_the_server_keeps_it(openshift_r
     assert run.rc == 0, run
     assert "conflict" not in run.output.lower(), run
     assert run.reported("changed_objects") == ["ServiceAccount %s/trainer" % namespace], run
-    assert re.search(r"^-\s+- name: mirror$", run.output, re.MULTILINE), run  # the diff
-    assert re.search(r"^\+\s+- name: other$", run.output, re.MULTILINE), run
+    assert re.search(r"^-\s+-\s+name: mirror$", run.output, re.MULTILINE), run  # the diff
+    assert re.search(r"^\+\s+-\s+name: other$", run.output, re.MULTILINE), run
     assert account == steps["openshift"][1]
 
 
