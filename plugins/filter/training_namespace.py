@@ -105,7 +105,10 @@ def training_namespace_pull_secrets(objects, accounts, field_manager):
         raise AnsibleFilterError(
             "training_namespace_pull_secrets needs the field manager, got %r" % (field_manager,)
         )
-    return with_account_pull_secrets(objects, accounts[0] if accounts else None, field_manager)
+    try:
+        return with_account_pull_secrets(objects, accounts[0] if accounts else None, field_manager)
+    except ValueError as error:
+        raise AnsibleFilterError("training_namespace_pull_secrets: %s" % error) from None
 
 
 class FilterModule:

@@ -102,11 +102,50 @@ def list_owners(account):
     return owners
 
 
+def account_problems(account):
+    """What makes ``account`` other than a ServiceAccount as the API server returns it, as far as
+    :func:`account_plan` reads it (None, no account, is fine); [] when there is nothing."""
+    if account is None:
+        return []
+    if not isinstance(account, dict):
+        return ["the ServiceAccount read must be a mapping, got %s" % type(account).__name__]
+    metadata = account.get("metadata")
+    if not isinstance(metadata, dict):
+        return ["the ServiceAccount read has no metadata mapping, got %r" % (metadata,)]
+    problems = []
+    annotations = metadata.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        problems.append("its metadata.annotations must be a mapping, got %r" % (annotations,))
+    elif annotations:
+        for key in (RECORD_ANNOTATION, OPENSHIFT_PULL_ANNOTATION):
+            if key in annotations and not isinstance(annotations[key], str):
+                problems.append("its annotation %s must be a string, got %r" % (key, annotations[key]))
+    version = metadata.get("resourceVersion")
+    if version is not None and not isinstance(version, str):
+        problems.append("its metadata.resourceVersion must be a string, got %r" % (version,))
+    managed = metadata.get("managedFields")
+    if managed is not None and not (
+        isinstance(managed, list)
+        and all(
+            isinstance(entry, dict) and isinstance(entry.get("fieldsV1") or {}, dict) for entry in managed
+        )
+    ):
+        problems.append("its metadata.managedFields must be a list of {manager, operation, fieldsV1}")
+    entries = account.get("imagePullSecrets")
+    if entries is not None and not (
+        isinstance(entries, list)
+        and all(isinstance(entry, dict) and isinstance(entry.get("name") or "", str) for entry in entries)
+    ):
+        problems.append("its imagePullSecrets must be a list of {name}, got %r" % (entries,))
+    return problems
+
+
 def account_plan(wanted, account, field_manager):
     """What to apply for a ServiceAccount's ``imagePullSecrets`` when the collection wants the
     Secrets ``wanted`` (names, in order) on it and ``account`` is the account as the server holds
     it (a dict, as kubernetes.core.k8s_info returns it, managedFields included; None when there
-    is none yet). ``field_manager`` is the collection's server-side apply field manager.
+    is none yet; check it with :func:`account_problems` first). ``field_manager`` is the
+    collection's server-side apply field manager.
 
     The collection's entries are the names the account's record annotation lists; an account
     without it (applied by a release before the record) has the whole list for the collection's

@@ -23,6 +23,7 @@ import ipaddress
 from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import (
     RECORD_ANNOTATION,
     account_plan,
+    account_problems,
     name_problems,
 )
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
@@ -654,7 +655,11 @@ def with_account_pull_secrets(objects, account, field_manager):
     applies it alone, with force, refused if the account changed since.
 
     The account built by :func:`namespace_objects` carries the wanted Secrets; the other objects
-    are returned as they are."""
+    are returned as they are. Raises ValueError naming what is wrong when the objects or the
+    account read are not what those give."""
+    problems = _pull_secret_objects_problems(objects) + account_problems(account)
+    if problems:
+        raise ValueError("; ".join(problems))
     result = []
     for item in objects:
         if item.get("kind") == "ServiceAccount" and item.get("apiVersion") == "v1":
@@ -674,3 +679,24 @@ def with_account_pull_secrets(objects, account, field_manager):
 
 def _names_of(entries):
     return [entry["name"] for entry in entries or []]
+
+
+def _pull_secret_objects_problems(objects):
+    if not isinstance(objects, list) or not all(isinstance(item, dict) for item in objects):
+        return ["the objects must be a list of mappings, got %r" % (objects,)]
+    problems = []
+    for item in objects:
+        if item.get("kind") != "ServiceAccount" or item.get("apiVersion") != "v1":
+            continue
+        metadata = item.get("metadata")
+        entries = item.get("imagePullSecrets")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("annotations") or {}, dict):
+            problems.append("the ServiceAccount's metadata must be a mapping, its annotations too")
+        if entries is not None and not (
+            isinstance(entries, list)
+            and all(isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in entries)
+        ):
+            problems.append(
+                "the ServiceAccount's imagePullSecrets must be a list of {name}, got %r" % (entries,)
+            )
+    return problems

@@ -291,3 +291,54 @@ def test_the_filter_without_secrets_or_an_account_keeps_the_account_as_built():
 def test_the_filter_refuses_what_is_not_a_read(objects, accounts, manager, message):
     with pytest.raises(AnsibleFilterError, match=re.escape(message)):
         PULL_SECRETS(objects, accounts, manager)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda item: item.update(metadata=None), "the ServiceAccount read has no metadata mapping"),
+        (
+            lambda item: item["metadata"].update(annotations=["a"]),
+            "its metadata.annotations must be a mapping",
+        ),
+        (
+            lambda item: item["metadata"]["annotations"].update({RECORD_ANNOTATION: ["regcred"]}),
+            "its annotation gpuops.training/image-pull-secrets must be a string",
+        ),
+        (
+            lambda item: item["metadata"].update(resourceVersion=42),
+            "its metadata.resourceVersion must be a string",
+        ),
+        (lambda item: item["metadata"].update(managedFields={}), "its metadata.managedFields must be a list"),
+        (
+            lambda item: item["metadata"]["managedFields"][0].update(fieldsV1=[1]),
+            "managedFields must be a list",
+        ),
+        (
+            lambda item: item.update(imagePullSecrets=[{"name": 5}]),
+            "its imagePullSecrets must be a list of {name}",
+        ),
+        (
+            lambda item: item.update(imagePullSecrets="regcred"),
+            "its imagePullSecrets must be a list of {name}",
+        ),
+    ],
+)
+def test_a_read_that_is_not_a_service_account_is_refused_naming_the_field(change, message):
+    current = after_openshift(["regcred"])
+    change(current)
+    objects = namespace_objects(settings(["regcred"]))
+    with pytest.raises(AnsibleFilterError, match=re.escape("training_namespace_pull_secrets: ")) as refused:
+        PULL_SECRETS(objects, [current], MANAGER)
+    assert message in str(refused.value)
+
+
+def test_objects_whose_account_is_not_one_are_refused():
+    objects = namespace_objects(settings(["regcred"]))
+    (index,) = [i for i, item in enumerate(objects) if item["kind"] == "ServiceAccount"]
+    broken = copy.deepcopy(objects)
+    broken[index]["imagePullSecrets"] = ["regcred"]
+    with pytest.raises(AnsibleFilterError, match="the ServiceAccount's imagePullSecrets must be a list of"):
+        PULL_SECRETS(broken, [], MANAGER)
+    with pytest.raises(AnsibleFilterError, match="the objects must be a list of mappings"):
+        PULL_SECRETS(objects + ["x"], [], MANAGER)
