@@ -204,7 +204,7 @@ def phase_seconds(tasks: list[tuple[str, float]]) -> tuple[float, float]:
     return round(collect, 2), round(verify, 2)
 
 
-def run_case(harness, api, template, workdir, pods, mb, collections, label):
+def run_case(harness, api, template, workdir, pods, mb, collections, label, keep=False):
     namespace = "bench-%s-%d-%d" % (label, pods, mb)
     harness.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=300s")
     harness.kubectl("create", "namespace", namespace)
@@ -266,7 +266,7 @@ def run_case(harness, api, template, workdir, pods, mb, collections, label):
         "controller_peak_rss_mib": rss.peak >> 20,
         "load_average": round(os.getloadavg()[0], 2),
     }
-    if verdict is None or server.errors:
+    if keep or verdict is None or server.errors:
         (workdir / ("output-%s.txt" % namespace)).write_text(output)
         result["output"] = str(workdir / ("output-%s.txt" % namespace))
         result["server_errors"] = server.errors[:3]
@@ -279,7 +279,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--cases", nargs="+", default=CASES, help="PODSxMB, e.g. 16x1 128x10")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline at 16 pods")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the work directory and each case's playbook output",
+    )
     args = parser.parse_args(argv)
     cases = [tuple(int(part) for part in case.split("x")) for case in args.cases]
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="gpuops-bench-scale-"))
@@ -293,10 +297,11 @@ def main(argv=None) -> int:
     nodes = fleet_nodes(max(pods for pods, _mb in cases), prefix="bench")
     harness.create_nodes(fleet_node_specs(nodes), timeout=300)
     results = []
+    streamed = REPO_ROOT / ".collections"
     try:
         for pods, mb in cases:
             results.append(
-                run_case(harness, api, template, workdir, pods, mb, REPO_ROOT / ".collections", "streamed")
+                run_case(harness, api, template, workdir, pods, mb, streamed, "streamed", keep=args.keep)
             )
             print(json.dumps(results[-1]), flush=True)
         if not args.no_baseline:

@@ -29,6 +29,16 @@ description:
     privileged container or privilege escalation, no host namespaces, ports or hostPath volumes, the uid
     from a range, the namespace's SELinux level, the runtime's default seccomp profile), and a Role with
     the verb C(use) on that SCC alone, bound to the trainer ServiceAccount alone.
+  - "The same plugin file holds C(training_namespace_pull_secrets), which takes the objects and the trainer
+    ServiceAccount as the server holds it (the C(resources) of a M(kubernetes.core.k8s_info) read, empty
+    when there is none) and the role's field manager, and gives the ServiceAccount the image pull Secrets
+    to apply: the wanted ones, then every entry someone else added (OpenShift's ServiceAccount controller
+    appends its own C(<account>-dockercfg-<5 characters>) entry), without the collection's earlier
+    entries it no longer wants. The collection records its own entries in the annotation
+    C(gpuops.training/image-pull-secrets): C(imagePullSecrets) is an atomic list, one owner for all its
+    items, so ownership cannot tell them apart. When the list must change while another field manager
+    owns it, the ServiceAccount carries the C(resourceVersion) it was read at, and is to be applied alone
+    with C(force_conflicts) (refused if it changed since)."
 options:
   _input:
     description: The settings, keys as the role's variables without C(training_namespace_).
@@ -64,6 +74,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.training_namespace
     namespace_objects,
     namespace_problems,
     scc_objects,
+    with_account_pull_secrets,
 )
 
 
@@ -81,10 +92,30 @@ def training_namespace_scc_objects(settings):
     return scc_objects(settings)
 
 
+def training_namespace_pull_secrets(objects, accounts, field_manager):
+    """``accounts``: the resources of a k8s_info read of the ServiceAccount (a list, at most one)."""
+    if isinstance(accounts, dict):
+        accounts = [accounts]
+    if not isinstance(objects, list) or not isinstance(accounts, list) or len(accounts) > 1:
+        raise AnsibleFilterError(
+            "training_namespace_pull_secrets takes the objects (a list) and the ServiceAccount read"
+            " (a list of at most one), got %s and %r" % (type(objects).__name__, accounts)
+        )
+    if not isinstance(field_manager, str) or not field_manager:
+        raise AnsibleFilterError(
+            "training_namespace_pull_secrets needs the field manager, got %r" % (field_manager,)
+        )
+    try:
+        return with_account_pull_secrets(objects, accounts[0] if accounts else None, field_manager)
+    except ValueError as error:
+        raise AnsibleFilterError("training_namespace_pull_secrets: %s" % error) from None
+
+
 class FilterModule:
     def filters(self):
         return {
             "training_namespace_objects": training_namespace_objects,
             "training_namespace_problems": namespace_problems,
             "training_namespace_scc_objects": training_namespace_scc_objects,
+            "training_namespace_pull_secrets": training_namespace_pull_secrets,
         }

@@ -25,10 +25,10 @@ from ansible_collections.gpuops.training.plugins.module_utils.module_args import
 # The one import guard of the kubernetes client: the wait modules take client and
 # ApiException from here, and build_kubernetes_module reports the missing library.
 try:
-    from kubernetes import client, config
+    from kubernetes import client, config, watch
     from kubernetes.client.rest import ApiException  # pylint: disable=unused-import
 except ImportError:
-    client = config = ApiException = None
+    client = config = watch = ApiException = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
     KUBERNETES_IMPORT_ERROR = None
@@ -80,7 +80,9 @@ def api_client(kubeconfig, context, pool_size=None):
     return client.ApiClient(configuration)
 
 
-def poll(judge, timeout, poll_interval, started=None, window=0, clock=None, done=None, failed=None):
+def poll(
+    judge, timeout, poll_interval, started=None, window=0, clock=None, done=None, failed=None, pause=None
+):
     """Call ``judge()`` until every verdict is done or one has failed, until the deadline
     ``started + timeout`` or, with a ``window``, until ``window`` seconds after this call began.
     Return ``(outcome, verdicts, elapsed)``: outcome "done", "failed", "timeout" or "window",
@@ -90,9 +92,12 @@ def poll(judge, timeout, poll_interval, started=None, window=0, clock=None, done
     None: a wait that goes on over several calls passes its first start, on time.time.
     ``done(verdict)`` and ``failed(verdict)`` read the verdict's ``done`` and ``failed`` keys
     unless given. The judge is called at least once, and once more at the deadline or the end
-    of the window: the last sleep is cut short rather than skipped.
+    of the window: the last sleep is cut short rather than skipped. ``pause(seconds)`` sleeps
+    between two calls (time.sleep unless given; a :class:`ChangeWatch` returns early when the
+    object changes).
     """
     clock = clock or time.monotonic
+    pause = pause or time.sleep
     done = done or _done
     failed = failed or _failed
     began = clock()
@@ -111,7 +116,58 @@ def poll(judge, timeout, poll_interval, started=None, window=0, clock=None, done
             return "timeout", verdicts, elapsed
         if now >= window_end:
             return "window", verdicts, elapsed
-        time.sleep(min(poll_interval, deadline - now, window_end - now))
+        pause(min(poll_interval, deadline - now, window_end - now))
+
+
+class ChangeWatch:
+    """A pause between two reads of one object that ends as soon as the API server reports a
+    change to it: a wait sees a job end when it ends, not up to a poll interval later.
+
+    ``list_call(*args, **kwargs)`` lists the object's kind (for example
+    ``BatchV1Api.list_namespaced_job`` and the namespace); :meth:`seen` takes the object as last
+    read, whose resourceVersion the watch starts from, so a change made since that read ends
+    the pause at once. Without one (the object is not there yet), and when the watch cannot be
+    held (its resourceVersion is too old, the stream drops), the pause is a plain sleep.
+    """
+
+    # A burst of changes (a controller updating the status pod by pod) gives one read a second.
+    MIN_PAUSE_S = 1.0
+
+    def __init__(self, name, list_call, *args, **kwargs):
+        self.list_call, self.args = list_call, args
+        self.kwargs = dict(kwargs, field_selector="metadata.name=%s" % name)
+        self.resource_version = None
+
+    def seen(self, obj):
+        self.resource_version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+    def __call__(self, seconds):
+        """Pause up to ``seconds``; True when a change of the object ended the pause."""
+        began = time.monotonic()
+        changed = bool(self.resource_version) and seconds >= self.MIN_PAUSE_S and self._until_change(seconds)
+        rest = (self.MIN_PAUSE_S if changed else seconds) - (time.monotonic() - began)
+        if rest > 0:
+            time.sleep(rest)
+        return changed
+
+    def _until_change(self, seconds):
+        """Whether the object changed within ``seconds``; False when the watch could not say."""
+        watcher = watch.Watch()
+        try:
+            for event in watcher.stream(
+                self.list_call,
+                *self.args,
+                resource_version=self.resource_version,
+                timeout_seconds=max(1, int(seconds)),
+                _request_timeout=seconds + 10,
+                **self.kwargs,
+            ):
+                return event.get("type") != "ERROR"
+        except Exception:  # an expired resourceVersion (410 Gone), a dropped stream
+            return False
+        finally:
+            watcher.stop()
+        return False
 
 
 def growing_window(window, growth, elapsed):

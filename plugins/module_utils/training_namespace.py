@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
+from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import (
+    RECORD_ANNOTATION,
+    account_plan,
+    account_problems,
+    name_problems,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
     dns_subdomain_problem,
@@ -639,3 +644,59 @@ def scc_objects(settings):
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     }
     return [scc, role, binding]
+
+
+def with_account_pull_secrets(objects, account, field_manager):
+    """The objects, with the trainer ServiceAccount's image pull Secrets as
+    :func:`~image_pull_secrets.account_plan` decides from ``account``, the account as the server
+    holds it (None when there is none): the entries others added (OpenShift's ServiceAccount
+    controller) are kept, the collection's own recorded. When the list must change while another
+    field manager owns it, the account carries the ``resourceVersion`` it was read at: the role
+    applies it alone, with force, refused if the account changed since.
+
+    The account built by :func:`namespace_objects` carries the wanted Secrets; the other objects
+    are returned as they are. Raises ValueError naming what is wrong when the objects or the
+    account read are not what those give."""
+    problems = _pull_secret_objects_problems(objects) + account_problems(account)
+    if problems:
+        raise ValueError("; ".join(problems))
+    result = []
+    for item in objects:
+        if item.get("kind") == "ServiceAccount" and item.get("apiVersion") == "v1":
+            item = dict(item, metadata=dict(item["metadata"]))
+            plan = account_plan(_names_of(item.pop("imagePullSecrets", None)), account, field_manager)
+            if plan["names"] is not None:
+                item["imagePullSecrets"] = [{"name": name} for name in plan["names"]]
+            if plan["record"] is not None:
+                item["metadata"]["annotations"] = dict(
+                    item["metadata"].get("annotations") or {}, **{RECORD_ANNOTATION: plan["record"]}
+                )
+            if plan["force"]:
+                item["metadata"]["resourceVersion"] = plan["resource_version"]
+        result.append(item)
+    return result
+
+
+def _names_of(entries):
+    return [entry["name"] for entry in entries or []]
+
+
+def _pull_secret_objects_problems(objects):
+    if not isinstance(objects, list) or not all(isinstance(item, dict) for item in objects):
+        return ["the objects must be a list of mappings, got %r" % (objects,)]
+    problems = []
+    for item in objects:
+        if item.get("kind") != "ServiceAccount" or item.get("apiVersion") != "v1":
+            continue
+        metadata = item.get("metadata")
+        entries = item.get("imagePullSecrets")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("annotations") or {}, dict):
+            problems.append("the ServiceAccount's metadata must be a mapping, its annotations too")
+        if entries is not None and not (
+            isinstance(entries, list)
+            and all(isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in entries)
+        ):
+            problems.append(
+                "the ServiceAccount's imagePullSecrets must be a list of {name}, got %r" % (entries,)
+            )
+    return problems

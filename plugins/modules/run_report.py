@@ -22,6 +22,7 @@ description:
     epochs, the curves, and links to every rank's log relative to O(dest) (globs in the summary's
     C(logs) are expanded to the files they match, up to 4096).
   - C(ranks.csv) holds every rank's row (and its memory), whatever the reports show of them.
+  - With V(json) in O(formats), the summary itself is written as C(summary.json) (indented, keys sorted).
   - Files are written only when their content changes, so a second run reports no change.
 requirements:
   - matplotlib (for the PNG curves; O(plots=false) works without it)
@@ -35,10 +36,10 @@ options:
     type: path
     required: true
   formats:
-    description: Which documents to write.
+    description: Which documents to write; V(json) is the summary as given, C(summary.json).
     type: list
     elements: str
-    choices: [markdown, html]
+    choices: [markdown, html, json]
     default: [markdown, html]
   plots:
     description: Draw the loss and throughput curves as PNG files.
@@ -72,7 +73,8 @@ files:
   description: Every file of the report, by kind, as absolute paths.
   returned: always
   type: dict
-  sample: {"markdown": "/runs/r1/report.md", "html": "/runs/r1/report.html", "ranks_csv": "/runs/r1/ranks.csv",
+  sample: {"markdown": "/runs/r1/report.md", "html": "/runs/r1/report.html", "json": "/runs/r1/summary.json",
+           "ranks_csv": "/runs/r1/ranks.csv",
            "loss_plot": "/runs/r1/loss.png", "throughput_plot": "/runs/r1/throughput.png"}
 changed_files:
   description: The files written (or, in check mode, that would be written) because they were missing or different.
@@ -82,6 +84,7 @@ changed_files:
 """
 
 import glob
+import json
 import os
 import tempfile
 import traceback
@@ -119,9 +122,12 @@ def expand_log_paths(patterns):
 
 def build_files(summary, dest, formats, plots):
     """Name -> (kind, bytes) of every file of the report."""
+    files = {}
+    if "json" in formats:
+        text = json.dumps(summary, indent=4, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+        files["summary.json"] = ("json", (text + "\n").encode("utf-8"))
     summary = dict(summary, logs=expand_log_paths(summary.get("logs")))
     plot_names = (LOSS_PLOT, THROUGHPUT_PLOT) if plots else ()
-    files = {}
     if "markdown" in formats:
         files["report.md"] = ("markdown", render_markdown(summary, dest, plot_names).encode("utf-8"))
     if "html" in formats:
@@ -162,7 +168,10 @@ def main():
             summary=dict(type="dict", required=True),
             dest=dict(type="path", required=True),
             formats=dict(
-                type="list", elements="str", choices=["markdown", "html"], default=["markdown", "html"]
+                type="list",
+                elements="str",
+                choices=["markdown", "html", "json"],
+                default=["markdown", "html"],
             ),
             plots=dict(type="bool", default=True),
         ),

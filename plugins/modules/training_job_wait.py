@@ -292,6 +292,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.job_status import 
 )
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import (
     ApiException,
+    ChangeWatch,
     build_kubernetes_module,
     client,
     connect,
@@ -333,6 +334,16 @@ def read_workload(api, kind, namespace, name):
         raise ReadError(
             "cannot read %s %s/%s: %s %s" % (kind, namespace, name, error.status, error.reason)
         ) from error
+
+
+def workload_watch(api, kind, namespace, name):
+    """A pause between reads that ends when the workload changes (its status follows its pods)."""
+    if kind == "Job":
+        return ChangeWatch(name, client.BatchV1Api(api).list_namespaced_job, namespace)
+    group, version, plural = CUSTOM_KINDS[kind]
+    return ChangeWatch(
+        name, client.CustomObjectsApi(api).list_namespaced_custom_object, group, version, namespace, plural
+    )
 
 
 def list_pods(api, namespace, selector):
@@ -393,6 +404,7 @@ def main():
     started = params["started"] if params["started"] is not None else time.time()
     deadline = started + params["timeout"]
     seen = params["seen_pods"]
+    pause = workload_watch(api, params["kind"], params["namespace"], params["name"])
     events_readable = True
 
     def read_events(obj, pods):
@@ -415,6 +427,7 @@ def main():
         nonlocal seen
         try:
             obj = read_workload(api, params["kind"], params["namespace"], params["name"])
+            pause.seen(obj)
             pods = list_pods(api, params["namespace"], params["pod_selector"])
             events = read_events(obj, pods)
         except ReadError as error:
@@ -469,6 +482,7 @@ def main():
         clock=time.time,
         done=lambda verdict: verdict["succeeded"],
         failed=lambda verdict: verdict["finished"] and not verdict["succeeded"],
+        pause=pause,
     )
     # Never past the deadline, as the whole wait.
     settle = min(params["settle"], deadline - time.time())

@@ -34,8 +34,9 @@ def test_integration_tests_that_use_the_harness_run_in_its_stream():
     """make integration runs the harness's tests and the host's side by side: a test file that
     asks for the control plane must be in INTEGRATION_ON_HARNESS, or two sessions would share
     (and one would bring down) one harness."""
-    text = (REPO_ROOT / "Makefile").read_text().replace("\\\n", " ")
-    (listed,) = re.findall(r"^INTEGRATION_ON_HARNESS :=(.*)$", text, re.MULTILINE)
+    listed = " ".join(
+        make_list(name) for name in ("INTEGRATION_ON_REAL_NODE_HARNESS", "INTEGRATION_ON_SIMULATED_HARNESS")
+    )
     on_harness = [REPO_ROOT / path for path in listed.split()]
     assert all(path.exists() for path in on_harness), listed
     integration = REPO_ROOT / "tests" / "integration"
@@ -50,6 +51,33 @@ def test_integration_tests_that_use_the_harness_run_in_its_stream():
         if path != integration / "conftest.py" and not any(path.is_relative_to(root) for root in on_harness)
     )
     assert users and outside == []
+
+
+def make_list(name):
+    text = (REPO_ROOT / "Makefile").read_text().replace("\\\n", " ")
+    (listed,) = re.findall(r"^%s :=(.*)$" % name, text, re.MULTILINE)
+    return listed
+
+
+def test_the_harness_lanes_cover_every_harness_test_once_and_only_one_may_start_the_real_node():
+    """The harness's tests run in two lanes on two harnesses: a file in both would run twice, and
+    the real node (one a machine) may only be started by the lane whose harness holds it."""
+    real_node_lane = [REPO_ROOT / path for path in make_list("INTEGRATION_ON_REAL_NODE_HARNESS").split()]
+    simulated_lane = [REPO_ROOT / path for path in make_list("INTEGRATION_ON_SIMULATED_HARNESS").split()]
+    assert "$(INTEGRATION_ON_REAL_NODE_HARNESS) $(INTEGRATION_ON_SIMULATED_HARNESS)" in make_list(
+        "INTEGRATION_ON_HARNESS"
+    )
+    assert not any(
+        a == b or a.is_relative_to(b) or b.is_relative_to(a) for a in real_node_lane for b in simulated_lane
+    )
+    uses_real_node = re.compile(r"(?<![.\w])real_node\b(?!\.)")
+    starters = [
+        path
+        for root in simulated_lane
+        for path in ([root] if root.is_file() else root.rglob("*.py"))
+        if uses_real_node.search(re.sub(r'"""[\s\S]*?"""', "", path.read_text()))
+    ]
+    assert starters == []
 
 
 def test_molecule_runs_harness_smoke_first_then_node_scenarios_then_those_on_the_shared_harness():

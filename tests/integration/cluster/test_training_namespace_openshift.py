@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 
 import pytest
@@ -322,3 +323,128 @@ def test_a_new_namespace_names_the_pull_secrets_to_create(k8s_cluster, run_role)
     finally:
         delete_everything(k8s_cluster, namespace, priority_class)
         k8s_cluster.kubectl("delete", SCC_CRD, scc_name(namespace), "--ignore-not-found", check=False)
+
+
+# OpenShift's ServiceAccount controller (openshift-controller-manager) gives every account a
+# dockercfg Secret for the internal registry, named <account>-dockercfg-<5 characters>.
+OPENSHIFT_MANAGER = "openshift-controller-manager"
+DOCKERCFG = "trainer-dockercfg-abcde"
+OPENSHIFT_PULL_ANNOTATION = "openshift.io/internal-registry-pull-secret-ref"
+
+
+def append_like_openshift(core, namespace):
+    """What that controller does (create_dockercfg_secrets.go): read the account, append its
+    Secret to ``secrets`` and ``imagePullSecrets``, name it in its annotation (OpenShift 4.16 on)
+    and write the whole object back with an update (PUT) under its own field manager, which then
+    owns the whole list: ``imagePullSecrets`` is an atomic list, one owner for all its items."""
+    account = core.read_namespaced_service_account("trainer", namespace)
+    account.secrets = list(account.secrets or []) + [client.V1ObjectReference(name=DOCKERCFG)]
+    account.image_pull_secrets = list(account.image_pull_secrets or []) + [
+        client.V1LocalObjectReference(name=DOCKERCFG)
+    ]
+    account.metadata.annotations = dict(
+        account.metadata.annotations or {}, **{OPENSHIFT_PULL_ANNOTATION: DOCKERCFG}
+    )
+    core.replace_namespaced_service_account("trainer", namespace, account, field_manager=OPENSHIFT_MANAGER)
+
+
+def account_state(core, namespace):
+    """The account's image pull Secrets, the controller's own fields, and the field managers
+    that own the list."""
+    account = core.read_namespaced_service_account("trainer", namespace)
+    return {
+        "pull": [ref.name for ref in account.image_pull_secrets or []],
+        "secrets": [ref.name for ref in account.secrets or []],
+        "annotation": (account.metadata.annotations or {}).get(OPENSHIFT_PULL_ANNOTATION),
+        "list owners": sorted(
+            (entry.manager, entry.operation)
+            for entry in account.metadata.managed_fields or []
+            if "f:imagePullSecrets" in (entry.fields_v1 or {})
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def openshift_reruns(k8s_cluster, run_role):
+    """The role with two pull Secrets; OpenShift's controller appends its own; the role again with
+    the same Secrets, then a changed list in check mode, for real, and once more. One run a step;
+    the account as the server stores it after each."""
+    namespace, priority_class = names()
+    core = client.CoreV1Api(k8s_cluster.api_client())
+    k8s_cluster.kubectl("create", "namespace", namespace)
+    steps = {}
+    try:
+        for name in ("regcred", "mirror", "other"):
+            k8s_cluster.apply(pull_secret(name, namespace, "pull-%s" % secrets.token_hex(8)))
+        variables = role_vars(k8s_cluster, namespace, priority_class, training_namespace_dataset_pvc=False)
+        first = dict(variables, training_namespace_image_pull_secrets=["regcred", "mirror"])
+        changed = dict(variables, training_namespace_image_pull_secrets=["other", "regcred"])
+        run = run_role("training_namespace", first)
+        assert run.rc == 0, run
+        steps["first"] = (run, account_state(core, namespace))
+        append_like_openshift(core, namespace)
+        steps["openshift"] = (None, account_state(core, namespace))
+        for step, step_vars, options in (
+            ("same", first, ()),
+            ("check", changed, ("--check", "--diff")),
+            ("changed", changed, ()),
+            ("again", changed, ()),
+        ):
+            run = run_role("training_namespace", step_vars, *options)
+            steps[step] = (run, account_state(core, namespace))
+        yield namespace, steps
+    finally:
+        delete_everything(k8s_cluster, namespace, priority_class)
+
+
+def test_openshifts_update_owns_the_pull_secret_list(openshift_reruns):
+    """The premise: after the controller's update its field manager alone owns the list, so an
+    apply of any other list by the collection's field manager conflicts with it."""
+    _namespace, steps = openshift_reruns
+    assert steps["first"][1]["pull"] == ["regcred", "mirror"]
+    assert steps["first"][1]["list owners"] == [("gpuops-training", "Apply")]
+    assert steps["openshift"][1]["pull"] == ["regcred", "mirror", DOCKERCFG]
+    assert steps["openshift"][1]["list owners"] == [(OPENSHIFT_MANAGER, "Update")]
+
+
+def test_a_rerun_with_the_same_secrets_keeps_openshifts_entry_and_changes_nothing(openshift_reruns):
+    _namespace, steps = openshift_reruns
+    run, account = steps["same"]
+    assert run.rc == 0, run
+    assert "conflict" not in run.output.lower(), run
+    assert recap_changed(run) == 0, run
+    assert run.reported("changed_objects") == [], run
+    assert account == steps["openshift"][1]  # the list, the controller's fields and who owns the list
+
+
+def test_check_mode_reports_the_changed_list_and_the_server_keeps_it(openshift_reruns):
+    namespace, steps = openshift_reruns
+    run, account = steps["check"]
+    assert run.rc == 0, run
+    assert "conflict" not in run.output.lower(), run
+    assert run.reported("changed_objects") == ["ServiceAccount %s/trainer" % namespace], run
+    assert re.search(r"^-\s+-\s+name: mirror$", run.output, re.MULTILINE), run  # the diff
+    assert re.search(r"^\+\s+-\s+name: other$", run.output, re.MULTILINE), run
+    assert account == steps["openshift"][1]
+
+
+def test_a_changed_list_replaces_the_collections_entries_and_keeps_openshifts(openshift_reruns):
+    namespace, steps = openshift_reruns
+    run, account = steps["changed"]
+    assert run.rc == 0, run
+    assert "conflict" not in run.output.lower(), run
+    assert run.reported("changed_objects") == ["ServiceAccount %s/trainer" % namespace], run
+    # mirror, which the collection added, is gone; the controller's entry stays, after the
+    # collection's in the order asked.
+    assert account["pull"] == ["other", "regcred", DOCKERCFG]
+    assert account["secrets"] == [DOCKERCFG]
+    assert account["annotation"] == DOCKERCFG
+
+
+def test_the_run_after_the_change_changes_nothing(openshift_reruns):
+    _namespace, steps = openshift_reruns
+    run, account = steps["again"]
+    assert run.rc == 0, run
+    assert recap_changed(run) == 0, run
+    assert run.reported("changed_objects") == [], run
+    assert account == steps["changed"][1]

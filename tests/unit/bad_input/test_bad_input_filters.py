@@ -147,6 +147,78 @@ pull_secret_results = like(
         max_size=3,
     )
 )
+# The trainer ServiceAccount as training_namespace_objects builds it, and as a k8s_info read
+# returns it once OpenShift's controller appended its entry.
+ACCOUNT_OBJECT = {
+    "apiVersion": "v1",
+    "kind": "ServiceAccount",
+    "metadata": {"name": "trainer", "namespace": "training", "labels": {"app.kubernetes.io/managed-by": "x"}},
+    "imagePullSecrets": [{"name": "other"}],
+}
+ACCOUNT_READ = {
+    "apiVersion": "v1",
+    "kind": "ServiceAccount",
+    "metadata": {
+        "name": "trainer",
+        "namespace": "training",
+        "resourceVersion": "42",
+        "annotations": {
+            "gpuops.training/image-pull-secrets": "regcred",
+            "openshift.io/internal-registry-pull-secret-ref": "trainer-dockercfg-abcde",
+        },
+        "managedFields": [
+            {
+                "manager": "openshift-controller-manager",
+                "operation": "Update",
+                "fieldsV1": {"f:imagePullSecrets": {}},
+            }
+        ],
+    },
+    "imagePullSecrets": [{"name": "regcred"}, {"name": "trainer-dockercfg-abcde"}],
+}
+namespace_documents = like(
+    st.lists(
+        st.one_of(
+            st.just(NAMESPACE_OBJ),
+            st.just(ACCOUNT_OBJECT),
+            replace_one(ACCOUNT_OBJECT),
+            st.builds(
+                lambda metadata: dict(ACCOUNT_OBJECT, metadata=metadata),
+                replace_one(ACCOUNT_OBJECT["metadata"]),
+            ),
+        ),
+        max_size=3,
+    )
+)
+account_reads = like(
+    st.lists(
+        like(
+            st.just(ACCOUNT_READ),
+            replace_one(ACCOUNT_READ),
+            st.builds(
+                lambda metadata: dict(ACCOUNT_READ, metadata=metadata), replace_one(ACCOUNT_READ["metadata"])
+            ),
+            st.builds(
+                lambda annotations: dict(
+                    ACCOUNT_READ, metadata=dict(ACCOUNT_READ["metadata"], annotations=annotations)
+                ),
+                replace_one(ACCOUNT_READ["metadata"]["annotations"]),
+            ),
+            st.builds(
+                lambda entry: dict(
+                    ACCOUNT_READ, metadata=dict(ACCOUNT_READ["metadata"], managedFields=[entry])
+                ),
+                replace_one(ACCOUNT_READ["metadata"]["managedFields"][0]),
+            ),
+            st.builds(
+                lambda entry: dict(ACCOUNT_READ, imagePullSecrets=[{"name": "regcred"}, entry]),
+                replace_one({"name": "trainer-dockercfg-abcde"}),
+            ),
+        ),
+        max_size=2,
+    ),
+    st.just(ACCOUNT_READ),
+)
 WORKLOAD = {
     "launcher": "pytorchjob",
     "run_id": "rn-1",
@@ -370,6 +442,11 @@ CASES = {
     "training_namespace_problems": (PROBLEMS, call(namespace_settings), ()),
     "training_namespace_scc_objects": (BUILDER, call(namespace_settings), ("training_namespace",)),
     "image_pull_secret_problems": (PROBLEMS, call(pull_secret_results, text, text), ()),
+    "training_namespace_pull_secrets": (
+        BUILDER,
+        call(namespace_documents, account_reads, like(st.just("gpuops-training"))),
+        ("training_namespace_pull_secrets",),
+    ),
     "training_workload": (
         BUILDER,
         call(workload_settings, prefix=prefixes),

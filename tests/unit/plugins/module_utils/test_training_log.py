@@ -404,3 +404,26 @@ def test_a_minimum_in_bytes_passes_ranks_at_or_above_it_and_names_the_others():
 def test_a_limit_that_cannot_be_verified_is_a_failure_when_asked_for(limits, message):
     result = memlock_run(limits)
     assert any(message in failure for failure in check_expectations(result, {"memlock_unlimited": True}))
+
+
+def test_orjson_and_json_read_every_line_alike(monkeypatch):
+    """orjson refuses NaN, Infinity and integers past 64 bits, which json (and the trainer) write:
+    those lines are read by json, and the result is the same with or without orjson."""
+    import orjson  # noqa: F401 - a requirement of the collection's controller (meta/ee-requirements.txt)
+
+    from ansible_collections.gpuops.training.plugins.module_utils import training_log
+
+    lines = rank_lines(0, [1.0, 0.5, 0.25], world_size=1)
+    lines = [
+        line.replace('"loss": 0.5', '"loss": NaN').replace('"loss": 0.25', '"loss": Infinity')
+        for line in lines
+    ]
+    lines.append(record("memory", 0, world_size=1, phase="epoch_end", memory={"rss_bytes": 2**70}))
+    text = "\n".join(lines)
+    fast = parse_training_logs([LogSource("content", text=text)])
+    assert training_log._fast_loads is not None
+    monkeypatch.setattr(training_log, "_fast_loads", None)
+    plain = parse_training_logs([LogSource("content", text=text)])
+    assert repr(fast) == repr(plain)  # repr: NaN != NaN
+    assert fast["records"] == len(lines)
+    assert fast["parse_warnings"] == []

@@ -142,6 +142,20 @@ def test_only_markdown_without_plots(run_module, tmp_path, summary):
     assert "## Curves" not in (tmp_path / "report.md").read_text()
 
 
+def test_json_writes_the_summary_as_given_and_only_when_it_changes(run_module, tmp_path, summary):
+    params = {"summary": summary, "dest": str(tmp_path), "formats": ["json"], "plots": False}
+    run = run_module(run_report.main, params)
+    assert sorted(run.result["files"]) == ["json", "ranks_csv"]
+    written = (tmp_path / "summary.json").read_text()
+    assert json.loads(written) == summary  # the log globs as given, not the files they match
+    assert written.endswith("}\n") and '\n    "schema": ' in written
+    assert run_module(run_report.main, params).result["changed"] is False
+    summary["verdict"] = "failed"
+    changed = run_module(run_report.main, params)
+    assert [pathlib.Path(p).name for p in changed.result["changed_files"]] == ["summary.json"]
+    assert json.loads((tmp_path / "summary.json").read_text())["verdict"] == "failed"
+
+
 def test_a_summary_that_is_not_one_is_refused_naming_the_field(run_module, tmp_path):
     run = run_module(run_report.main, {"summary": {"ok": True}, "dest": str(tmp_path)})
     assert run.failed and run.result["msg"].startswith("summary: expected a run summary")
