@@ -143,8 +143,12 @@ class ChangeWatch:
 
     def __call__(self, seconds):
         """Pause up to ``seconds``; True when a change of the object ended the pause."""
+        if not self.resource_version or seconds < self.MIN_PAUSE_S:
+            # No watch to hold: the plain sleep, whole (time.sleep is the caller's clock too).
+            time.sleep(max(seconds, 0))
+            return False
         began = time.monotonic()
-        changed = bool(self.resource_version) and seconds >= self.MIN_PAUSE_S and self._until_change(seconds)
+        changed = self._until_change(seconds)
         rest = (self.MIN_PAUSE_S if changed else seconds) - (time.monotonic() - began)
         if rest > 0:
             time.sleep(rest)
