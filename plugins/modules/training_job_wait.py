@@ -90,7 +90,10 @@ options:
     type: float
     default: 0
   poll_interval:
-    description: Seconds between two reads.
+    description:
+      - Seconds between two reads at most. Between reads the module watches the workload, and a
+        change to it (its status follows its pods) brings the next read forward, at most one a
+        second, so a workload that ends is seen within about a second.
     type: int
     default: 5
   slow_after:
