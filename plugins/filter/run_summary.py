@@ -21,7 +21,7 @@ description:
     of its cgroup limit (naming the phase), each suspected leak - which also appear in C(warnings); with
     O(memory.leak_fails) a suspected leak is a failure instead.
   - On a CUDA run whose trainer records the device's memory as the driver sees it (C(device_used_bytes),
-    C(device_used_peak_bytes), C(device_total_bytes): the CUDA context, NCCL's buffers and other processes on the
+    C(device_used_peak_bytes), C(device_total_bytes) - the CUDA context, NCCL's buffers and other processes on the
     GPU included), each rank's row has its GPU device peak, the device's total and the headroom between them
     (bytes and percent of the total), and a rank whose device peak came within O(memory.gpu_margin_percent) of the
     device's total is a warning naming the rank, its pod and node, the phase of the peak and how much of it
