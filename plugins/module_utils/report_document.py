@@ -213,7 +213,7 @@ def gpu_memory_rows(summary):
                 _mib(row.get("device_peak_bytes")),
                 _where(row, "device_peak"),
                 _mib(row.get("device_total_bytes")),
-                _mib(headroom) if isinstance(headroom, int) and headroom >= 0 else _text(headroom),
+                "-" + _mib(-headroom) if isinstance(headroom, int) and headroom < 0 else _mib(headroom),
                 "%s %%%s"
                 % (
                     _number(row.get("device_headroom_percent"), 1),

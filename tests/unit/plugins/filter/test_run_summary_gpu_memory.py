@@ -214,3 +214,30 @@ def test_bad_gpu_margin_options_are_named(memory, message):
     with pytest.raises(AnsibleFilterError) as error:
         run_summary(POD_RUN, gpu_training(), NO_NCCL, memory=memory)
     assert message in str(error.value)
+
+
+def test_a_peak_past_the_smallest_device_total_shows_a_negative_headroom():
+    # A restart on a smaller GPU: the peak of the first attempt (41 GiB) is past the 40 GiB the
+    # second one reported, the smallest total kept.
+    def record(event, attempt, total, used, **fields):
+        sample = {"rss_bytes": GiB, "rss_peak_bytes": GiB, "device_used_bytes": used,
+                  "device_used_peak_bytes": used, "device_total_bytes": total}  # fmt: skip
+        return json.dumps({"schema": SCHEMA, "event": event, "rank": 0, "world_size": 1, "host": "gpu-a",
+                           "attempt": attempt, "memory": sample, **fields})  # fmt: skip
+
+    lines = [record("step", 0, 80 * GiB, 41 * GiB, epoch=0, step=1),
+             record("step", 1, 40 * GiB, 30 * GiB, epoch=0, step=1)]  # fmt: skip
+    training = parse_training_logs([LogSource("rank0.log", text="\n".join(lines))])
+    training["failures"] = []
+    summary = run_summary({"run_id": "r", "launcher": "ssh", "world_size": 1, "rc": 0}, training, NO_NCCL)
+    (row,) = summary["memory"]["ranks"]
+    assert (row["device_headroom_bytes"], row["device_headroom_percent"]) == (-GiB, -2.5)
+    assert summary["warnings"][0].startswith(
+        "rank 0 (node gpu-a): GPU memory peaked at 41Gi of the device's 40Gi (102.5 %) in phase train "
+        "(epoch 0, step 1): headroom -1Gi (-2.5 %)"
+    )
+    markdown = render_markdown(summary, plots=())
+    assert (
+        "| 0 | gpu-a | gpu-a | 41Gi | train (epoch 0, step 1) | 40Gi | -1Gi | -2.5 % (within the margin) |"
+        in markdown
+    )
