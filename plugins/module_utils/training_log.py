@@ -1268,7 +1268,7 @@ def _pick(record, *keys):
 def _is_byte_count(value):
     # type(), not isinstance: a bool is an int, and neither parser makes a subclass. Past 2**63
     # is no real count, and would not fit the samples' array.
-    return type(value) is int and 0 <= value <= MAX_BYTE_COUNT  # noqa: E721
+    return type(value) is int and 0 <= value <= MAX_BYTE_COUNT  # noqa: E721  # pylint: disable=unidiomatic-typecheck
 
 
 def _is_number(value):
