@@ -20,6 +20,13 @@ description:
     O(memory.buffer_percent)), and warnings - a rank whose peak came within O(memory.limit_margin_percent)
     of its cgroup limit (naming the phase), each suspected leak - which also appear in C(warnings); with
     O(memory.leak_fails) a suspected leak is a failure instead.
+  - On a CUDA run whose trainer records the device's memory as the driver sees it (C(device_used_bytes),
+    C(device_used_peak_bytes), C(device_total_bytes) - the CUDA context, NCCL's buffers and other processes on the
+    GPU included), each rank's row has its GPU device peak, the device's total and the headroom between them
+    (bytes and percent of the total), and a rank whose device peak came within O(memory.gpu_margin_percent) of the
+    device's total is a warning naming the rank, its pod and node, the phase of the peak and how much of it
+    PyTorch's allocator held; a failure instead with O(memory.gpu_margin_fails). Past 8 such ranks, one warning
+    names them by node and the rank with the least headroom.
   - With O(memory.node_allocatable) the recommendation also states the pod's share of the node's RAM next to its
     share of the node's GPUs, and warns when the RAM share is the larger (the pod would strand GPUs).
   - Its C(stragglers) are the ranks M(gpuops.training.training_log_info) names as stragglers (compute throughput more
@@ -58,6 +65,18 @@ options:
         default: 10
       leak_fails:
         description: A suspected memory leak fails the verdict instead of being a warning.
+        type: bool
+        default: false
+      gpu_margin_percent:
+        description:
+          - Warn when a rank's GPU device peak came within this percent of the device's total memory (0 to below
+            100; V(0) warns only for a device that was full).
+        type: float
+        default: 5
+      gpu_margin_fails:
+        description:
+          - A GPU device peak within O(memory.gpu_margin_percent) of the device's total fails the verdict instead of
+            being a warning.
         type: bool
         default: false
       loader:
@@ -112,8 +131,12 @@ _value:
     - The summary (schema C(gpuops.run-summary/v1)) with C(verdict), C(failures), C(warnings), per-rank rows,
       loss, throughput, checkpoints, an NCCL statement and C(memory).
     - C(memory) has C(ranks) (per rank C(rss_median_bytes), C(rss_peak_bytes), C(rss_peak_phase),
-      C(rss_peak_epoch), C(rss_peak_step), the cgroup working set's and the GPU's figures, and the C(request)
-      and C(limit) its own resident set asks for), C(recommendation) (C(basis), C(host), C(ranks),
+      C(rss_peak_epoch), C(rss_peak_step), the cgroup working set's and the GPU allocator's figures, the GPU
+      device's - C(device_used_median_bytes), C(device_peak_bytes), C(device_peak_phase), C(device_peak_epoch),
+      C(device_peak_step), C(device_total_bytes), C(device_headroom_bytes) (the total less the peak) and
+      C(device_headroom_percent) (of the total), null on a CPU run - its C(pod) and C(node), and the C(request)
+      and C(limit) its own resident set asks for), C(gpu_within_margin) (the ranks whose GPU device peak came
+      within C(gpu_margin_percent) of the device's total), C(recommendation) (C(basis), C(host), C(ranks),
       C(median_bytes), C(peak_bytes), C(shm_bytes), C(request), C(limit), C(qos), C(resources), with
       O(memory.node_allocatable) C(node) and C(node_share) (C(memory_share), C(gpu_share), C(fair_memory),
       C(pods_per_node), C(stranded_gpus), C(strands_gpus), C(statement)), and a C(statement); null when no
@@ -157,13 +180,13 @@ def _memory_options(memory):
             "run_summary: memory takes %s, got %s" % (", ".join(MEMORY_OPTIONS), ", ".join(map(str, unknown)))
         )
     options = {}
-    for name in ("buffer_percent", "limit_margin_percent"):
+    for name in ("buffer_percent", "limit_margin_percent", "gpu_margin_percent"):
         value = memory.get(name)
         if value is None:
             continue
         try:
             number = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int past any float
             number = float("nan")
         if isinstance(value, bool) or not (0 <= number < 100 or (name == "buffer_percent" and number >= 0)):
             raise AnsibleFilterError(
@@ -171,9 +194,10 @@ def _memory_options(memory):
                 % (name, " of at least 0" if name == "buffer_percent" else " from 0 to below 100", value)
             )
         options[name] = number
-    leak_fails = _bool_option("memory.leak_fails", memory.get("leak_fails"))
-    if leak_fails is not None:
-        options["leak_fails"] = leak_fails
+    for name in ("leak_fails", "gpu_margin_fails"):
+        value = _bool_option("memory.%s" % name, memory.get(name))
+        if value is not None:
+            options[name] = value
     loader = memory.get("loader")
     if loader is not None:
         if not isinstance(loader, dict):
@@ -244,6 +268,8 @@ MEMORY_OPTIONS = (
     "loader",
     "node_allocatable",
     "gpu_resource",
+    "gpu_margin_percent",
+    "gpu_margin_fails",
 )
 
 

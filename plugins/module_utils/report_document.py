@@ -190,6 +190,53 @@ def memory_rows(summary):
     return rows
 
 
+GPU_MEMORY_COLUMNS = ("rank", "host", "node", "device peak", "peak phase", "device total", "headroom",
+                      "headroom %", "allocator reserved peak")  # fmt: skip
+
+
+def gpu_memory_rows(summary):
+    """One row of cells per rank whose samples carry the GPU device's figures (a CUDA run): the
+    device's peak as the driver sees it (where it was), its total, the headroom between them
+    (a rank within the margin marked), and PyTorch's allocator's reserved peak beside it."""
+    memory = summary.get("memory") or {}
+    near = set(memory.get("gpu_within_margin") or ())
+    rows = []
+    for row in memory.get("ranks") or []:
+        if row.get("device_total_bytes") is None or row.get("device_peak_bytes") is None:
+            continue
+        headroom = row.get("device_headroom_bytes")
+        rows.append(
+            [
+                _text(row.get("rank")),
+                _text(row.get("host")),
+                _text(row.get("node")),
+                _mib(row.get("device_peak_bytes")),
+                _where(row, "device_peak"),
+                _mib(row.get("device_total_bytes")),
+                "-" + _mib(-headroom) if isinstance(headroom, int) and headroom < 0 else _mib(headroom),
+                "%s %%%s"
+                % (
+                    _number(row.get("device_headroom_percent"), 1),
+                    " (within the margin)" if row.get("rank") in near else "",
+                ),
+                _mib(row.get("gpu_reserved_peak_bytes")),
+            ]
+        )
+    return rows
+
+
+def _gpu_memory_note(summary):
+    memory = summary.get("memory") or {}
+    return (
+        "The device as the driver sees it: PyTorch's allocator, the CUDA context, NCCL's buffers and any "
+        "other process on the GPU. A peak within %s %% of the device's total is %s."
+        % (
+            "%g" % memory["gpu_margin_percent"] if _number(memory.get("gpu_margin_percent")) != "-" else "-",
+            "a failure" if memory.get("gpu_margin_fails") else "a warning",
+        )
+    )
+
+
 def warnings_with_remedies(summary):
     """Each NCCL problem the logs show, and each memory warning, with what to do about it."""
     memory = [
@@ -358,6 +405,19 @@ def render_markdown(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
         )
         out += ["| " + " | ".join(_md_escape(cell) for cell in row) + " |" for row in memory]
         out += ["", _md_escape(_recommendation_text(summary["memory"].get("recommendation"))), ""]
+    gpu = gpu_memory_rows(summary) if view == "ranks" else []
+    if gpu:
+        out += ["## GPU memory", ""]
+        out.append("| " + " | ".join(GPU_MEMORY_COLUMNS) + " |")
+        out.append(
+            "|"
+            + "|".join(
+                "---" if title in ("host", "node", "peak phase") else "---:" for title in GPU_MEMORY_COLUMNS
+            )
+            + "|"
+        )
+        out += ["| " + " | ".join(_md_escape(cell) for cell in row) + " |" for row in gpu]
+        out += ["", _md_escape(_gpu_memory_note(summary)), ""]
     epochs = summary.get("epochs") or []
     if epochs:
         out += ["## Epochs", "", "| epoch | ranks | mean loss | median loss | images/s (all ranks) |",
@@ -490,6 +550,23 @@ def render_html(summary, base_dir=None, plots=(LOSS_PLOT, THROUGHPUT_PLOT)):
             )
         out.append("</table>")
         out.append("<p>%s</p>" % esc(_recommendation_text(summary["memory"].get("recommendation"))))
+    gpu = gpu_memory_rows(summary) if view == "ranks" else []
+    if gpu:
+        out.append(
+            "<h2>GPU memory</h2><table><tr>%s</tr>"
+            % "".join("<th>%s</th>" % esc(t) for t in GPU_MEMORY_COLUMNS)
+        )
+        for row in gpu:
+            out.append(
+                "<tr>%s</tr>"
+                % "".join(
+                    "<td%s>%s</td>"
+                    % ("" if title in ("host", "node", "peak phase") else ' class="num"', esc(cell))
+                    for title, cell in zip(GPU_MEMORY_COLUMNS, row, strict=True)
+                )
+            )
+        out.append("</table>")
+        out.append("<p>%s</p>" % esc(_gpu_memory_note(summary)))
     epochs = summary.get("epochs") or []
     if epochs:
         out.append("<h2>Epochs</h2><table><tr><th>epoch</th><th>ranks</th><th>mean loss</th>"

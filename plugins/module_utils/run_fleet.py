@@ -174,7 +174,8 @@ CSV_COLUMNS = (
     "rank", "host", "node", "status", "epochs", "last_loss", "images_per_s", "compute_images_per_s",
     "collective_s", "gpu", "transport", "devices",
     "gdr", "init", "init_s", "rss_median_bytes", "rss_peak_bytes", "working_set_peak_bytes",
-    "gpu_reserved_peak_bytes", "error",
+    "gpu_reserved_peak_bytes", "device_peak_bytes", "device_total_bytes", "device_headroom_bytes",
+    "device_headroom_percent", "error",
 )  # fmt: skip
 
 

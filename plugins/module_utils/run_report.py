@@ -12,6 +12,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
     format_bytes,
     parse_quantity,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.ranks_text import ranks_text
 from ansible_collections.gpuops.training.plugins.module_utils.run_fleet import (
     VERDICT_DIFFER_LINES,
     differ_line,
@@ -39,6 +40,11 @@ SUMMARY_SCHEMA = "gpuops.run-summary/v1"
 DEFAULT_MEMORY_OPTIONS = {
     "buffer_percent": 10,  # the limit: the peak plus this
     "limit_margin_percent": 10,  # warn when a rank's peak came within this of its cgroup limit
+    # Warn when a rank's GPU peak, as the driver sees the device (the CUDA context, NCCL's
+    # buffers and other processes included), came within this of the device's total memory; a
+    # failure instead with gpu_margin_fails.
+    "gpu_margin_percent": 5,
+    "gpu_margin_fails": False,
     "leak_fails": False,  # a suspected leak fails the verdict instead of warning
     "loader": None,  # the DataLoader: workers, batch_size, sample_bytes (for /dev/shm)
     # The node's allocatable resources ({'memory': ..., 'nvidia.com/gpu': ...}), or per node name:
@@ -233,8 +239,8 @@ def verdict_lines(summary):
 
 
 def memory_across_ranks(memory, ranks):
-    """``RSS median 1.2Gi to 1.4Gi, highest peak 1.5Gi on rank 5 (node a) in train``, and the
-    same for the cgroup working set."""
+    """``RSS median 1.2Gi to 1.4Gi, highest peak 1.5Gi on rank 5 (node a) in train``, the same
+    for the cgroup working set, and the GPU device with the least headroom."""
     nodes = {rank.get("rank"): rank.get("node") or rank.get("host") for rank in ranks}
     parts = []
     for label, median_key, peak_key, phase_key in (
@@ -261,6 +267,21 @@ def memory_across_ranks(memory, ranks):
                 top.get("rank"),
                 nodes.get(top.get("rank")) or "unknown",
                 top.get(phase_key),
+            )
+        )
+    rows = [row for row in memory if row.get("device_headroom_percent") is not None]
+    if rows:
+        low = min(rows, key=lambda row: row["device_headroom_percent"])
+        parts.append(
+            "GPU device least headroom %s (%.1f %%) of %s on rank %s (node %s), peak %s in %s"
+            % (
+                _signed_bytes(low["device_headroom_bytes"]),
+                low["device_headroom_percent"],
+                format_bytes(low["device_total_bytes"], "Mi"),
+                low.get("rank"),
+                low.get("node") or nodes.get(low.get("rank")) or "unknown",
+                format_bytes(low["device_peak_bytes"], "Mi"),
+                low.get("device_peak_phase"),
             )
         )
     return "; ".join(parts) or "no memory figures"
@@ -291,30 +312,40 @@ def straggler_rows(run, training):
     ``pod_nodes`` names), ``node`` (``pod_nodes[pod]``, else the node the rank recorded; on a
     local or SSH launch the rank's host) and ``host``, with a ``statement``."""
     percent = training.get("straggler_percent", DEFAULT_STRAGGLER_PERCENT)
-    pod_nodes = run.get("pod_nodes") or {}
-    launcher = run.get("launcher")
-    on_cluster = launcher in CLUSTER_LAUNCHERS
     ranks = {rank.get("rank"): rank for rank in training.get("ranks") or []}
     rows = []
     for straggler in training.get("stragglers") or []:
         rank = ranks.get(straggler.get("rank")) or {}
-        pod = _pod_of_log(straggler.get("source"), on_cluster, pod_nodes)
-        if pod is not None and pod_nodes.get(pod):
-            node = pod_nodes[pod]
-        elif on_cluster:
-            node = rank.get("node")  # the node the launcher handed the rank (GPUOPS_NODE_NAME)
-        elif launcher is not None:
-            node = rank.get("host")  # local and SSH launches: the rank's own host
-        else:
-            node = rank.get("node") or rank.get("host")
-        where = []
-        if pod:
-            where.append("pod %s" % pod)
-        where.append("node %s" % (node or "unknown"))
+        pod, node = _place(run, rank, straggler.get("source"))
         row = dict(straggler, pod=pod, node=node, host=rank.get("host"))
-        row["statement"] = describe_straggler(straggler, percent, ", ".join(where))
+        row["statement"] = describe_straggler(straggler, percent, _place_text(pod, node))
         rows.append(row)
     return rows
+
+
+def _place(run, rank, source):
+    """Where a rank ran: ``(pod, node)``. The pod from the name of its log ``source``
+    (``logs/<pod>.log``, on a cluster launcher or one the run record's ``pod_nodes`` names);
+    the node from ``pod_nodes[pod]``, else the node the rank recorded (on a cluster launcher),
+    else on a local or SSH launch the rank's own host."""
+    pod_nodes = run.get("pod_nodes") or {}
+    launcher = run.get("launcher")
+    on_cluster = launcher in CLUSTER_LAUNCHERS
+    pod = _pod_of_log(source, on_cluster, pod_nodes)
+    if pod is not None and pod_nodes.get(pod):
+        node = pod_nodes[pod]
+    elif on_cluster:
+        node = rank.get("node")  # the node the launcher handed the rank (GPUOPS_NODE_NAME)
+    elif launcher is not None:
+        node = rank.get("host")  # local and SSH launches: the rank's own host
+    else:
+        node = rank.get("node") or rank.get("host")
+    return pod, node
+
+
+def _place_text(pod, node):
+    """``pod rn-worker-2, node gpu-b``, or ``node gpu-b``."""
+    return ", ".join((["pod %s" % pod] if pod else []) + ["node %s" % (node or "unknown")])
 
 
 def _pod_of_log(source, on_cluster, pod_nodes):
@@ -358,7 +389,9 @@ def _last_evaluation(evaluations):
 
 def memory_section(run, training, options=None):
     """Each rank's memory, the memory the next run's containers should ask for, and what to
-    warn about: a peak close to the cgroup's limit (naming the phase), a suspected leak.
+    warn about: a peak close to the cgroup's limit (naming the phase), a GPU whose peak came
+    within ``gpu_margin_percent`` of the device's total (naming the rank, its pod and node; a
+    failure with ``gpu_margin_fails``), a suspected leak.
 
     The recommendation is per container (the ranks that share a host or pod): on a cluster
     launcher, from the pod's memory cgroup working set when the ranks report it (every rank,
@@ -370,7 +403,8 @@ def memory_section(run, training, options=None):
     options = dict(DEFAULT_MEMORY_OPTIONS, **{k: v for k, v in (options or {}).items() if v is not None})
     buffer_percent = options["buffer_percent"]
     margin_percent = float(options["limit_margin_percent"])
-    ranks = [_rank_memory(rank, buffer_percent) for rank in training.get("ranks") or []]
+    gpu_margin_percent = float(options["gpu_margin_percent"])
+    ranks = [_rank_memory(run, rank, buffer_percent) for rank in training.get("ranks") or []]
     ranks = [row for row in ranks if row is not None]
     tolerance = training.get("memory_leak_tolerance_mib", DEFAULT_LEAK_TOLERANCE_MIB)
     leaks = list(training.get("memory_leaks") or [])
@@ -379,6 +413,10 @@ def memory_section(run, training, options=None):
         warning = _limit_warning(row, margin_percent)
         if warning:
             warnings.append(warning)
+    near = [row for row in ranks if _within_gpu_margin(row, gpu_margin_percent)]
+    gpu_warnings = gpu_margin_warnings(near, gpu_margin_percent)
+    if not options["gpu_margin_fails"]:
+        warnings.extend(gpu_warnings)
     leak_messages = [describe_memory_leak(leak, tolerance) for leak in leaks]
     if not options["leak_fails"]:
         warnings.extend(
@@ -393,22 +431,31 @@ def memory_section(run, training, options=None):
     share_warning = _node_share(run, recommendation, training, options)
     if share_warning:
         warnings.append(share_warning)
+    failures = []
+    if options["gpu_margin_fails"]:
+        failures.extend(warning["what"] for warning in gpu_warnings)
+    if options["leak_fails"]:
+        failures.extend(leak_messages)
     return {
         "buffer_percent": buffer_percent,
         "limit_margin_percent": options["limit_margin_percent"],
+        "gpu_margin_percent": options["gpu_margin_percent"],
+        "gpu_margin_fails": bool(options["gpu_margin_fails"]),
         "leak_tolerance_mib": tolerance,
         "leak_fails": bool(options["leak_fails"]),
         "ranks": ranks,
+        "gpu_within_margin": [row["rank"] for row in near],
         "recommendation": recommendation,
         "leaks": leaks,
         "warnings": warnings,
-        "failures": leak_messages if options["leak_fails"] else [],
+        "failures": failures,
     }
 
 
-def _rank_memory(rank, buffer_percent):
-    """A rank's row: its resident set (median, peak and where), cgroup and GPU peaks, and the
-    request and limit its own resident set asks for."""
+def _rank_memory(run, rank, buffer_percent):
+    """A rank's row: its resident set (median, peak and where), cgroup and GPU peaks, the GPU
+    device's peak against its total (headroom), and the request and limit its own resident set
+    asks for."""
     memory = rank.get("memory") or {}
     quantities = memory.get("quantities") or {}
     if not quantities:
@@ -417,9 +464,20 @@ def _rank_memory(rank, buffer_percent):
     working_set = quantities.get("cgroup_working_set") or {}
     allocated = quantities.get("cuda_allocated") or {}
     reserved = quantities.get("cuda_reserved") or {}
+    device = quantities.get("device_used") or {}
+    device_total = memory.get("device_total_bytes")
+    device_peak = device.get("peak_bytes")
+    headroom = headroom_percent = None
+    if device_total and device_peak is not None:
+        headroom = device_total - device_peak
+        headroom_percent = round(100.0 * headroom / device_total, 1)
+    last = rank.get("last_memory") or {}
+    pod, node = _place(run, rank, last.get("source") or next(iter(rank.get("sources") or ()), None))
     row = {
         "rank": rank.get("rank"),
         "host": rank.get("host"),
+        "pod": pod,
+        "node": node,
         "samples": memory.get("samples"),
         "rss_median_bytes": rss.get("median_bytes"),
         "rss_peak_bytes": rss.get("peak_bytes"),
@@ -436,6 +494,14 @@ def _rank_memory(rank, buffer_percent):
         "gpu_allocated_peak_bytes": allocated.get("peak_bytes"),
         "gpu_reserved_peak_bytes": reserved.get("peak_bytes"),
         "gpu_peak_phase": reserved.get("peak_phase") or allocated.get("peak_phase"),
+        "device_used_median_bytes": device.get("median_bytes"),
+        "device_peak_bytes": device_peak,
+        "device_peak_phase": device.get("peak_phase"),
+        "device_peak_epoch": device.get("peak_epoch"),
+        "device_peak_step": device.get("peak_step"),
+        "device_total_bytes": device_total,
+        "device_headroom_bytes": headroom,
+        "device_headroom_percent": headroom_percent,
         "request": None,
         "limit": None,
     }
@@ -477,7 +543,100 @@ def _rank_memory_text(row):
             "GPU reserved peak %s in %s"
             % (format_bytes(row["gpu_reserved_peak_bytes"], "Mi"), row["gpu_peak_phase"])
         )
+    if row["device_headroom_bytes"] is not None:
+        parts.append(
+            "GPU device peak %s of %s in %s (headroom %s, %.1f %%)"
+            % (
+                format_bytes(row["device_peak_bytes"], "Mi"),
+                format_bytes(row["device_total_bytes"], "Mi"),
+                row["device_peak_phase"],
+                _signed_bytes(row["device_headroom_bytes"]),
+                row["device_headroom_percent"],
+            )
+        )
     return "rank %s: %s" % (row["rank"], "; ".join(parts) or "no memory figures")
+
+
+def _signed_bytes(value):
+    """Bytes in Mi, a negative figure (a peak past the smallest total a rank reported) with its sign."""
+    return format_bytes(value, "Mi") if value >= 0 else "-" + format_bytes(-value, "Mi")
+
+
+# What to do about a GPU whose peak came close to the device's capacity.
+GPU_MARGIN_REMEDY = (
+    "a rank at its GPU's capacity fails with CUDA out of memory: lower what that phase holds on the GPU "
+    "(the batch size, with gradient accumulation to keep the effective batch; --amp), look for other "
+    "processes on that GPU (nvidia-smi on the node) and for what the allocator does not hold (the CUDA "
+    "context, NCCL's buffers: NCCL_BUFFSIZE and the channels NCCL opens), or run on GPUs with more memory"
+)
+
+
+def _within_gpu_margin(row, margin_percent):
+    """Whether the rank's GPU device peak came within ``margin_percent`` of the device's total."""
+    total, peak = row.get("device_total_bytes"), row.get("device_peak_bytes")
+    return bool(total) and peak is not None and peak >= total * (1 - margin_percent / 100.0)
+
+
+def gpu_margin_warnings(rows, margin_percent):
+    """The warnings for the memory rows whose GPU device peak came within ``margin_percent`` of
+    the device's total: one per rank, naming its pod and node, up to VERDICT_MEMORY_RANKS ranks;
+    past that, one across them, by node, naming the rank with the least headroom."""
+    if not rows:
+        return []
+    if len(rows) <= VERDICT_MEMORY_RANKS:
+        return [{"what": _gpu_rank_text(row, margin_percent), "remedy": GPU_MARGIN_REMEDY} for row in rows]
+    by_node = {}
+    for row in rows:
+        by_node.setdefault(row.get("node") or "unknown", []).append(row["rank"])
+    nodes = "; ".join(
+        "node %s: rank%s %s" % (node, "" if len(ranks) == 1 else "s", ranks_text(ranks))
+        for node, ranks in by_node.items()
+    )
+    closest = min(rows, key=lambda row: row["device_headroom_percent"])
+    what = "the GPU memory of %d ranks peaked within the %s %% margin of their device's total: %s; " % (
+        len(rows),
+        _percent_text(margin_percent),
+        nodes,
+    )
+    return [
+        {
+            "what": what + "the least headroom: " + _gpu_rank_text(closest, margin_percent),
+            "remedy": GPU_MARGIN_REMEDY,
+        }
+    ]
+
+
+def _gpu_rank_text(row, margin_percent):
+    """``rank 3 (pod gm-worker-1, node gpu-b): GPU memory peaked at ...``"""
+    place = _place_text(row.get("pod"), row.get("node"))
+    return "rank %s (%s): %s" % (row["rank"], place, _gpu_peak_text(row, margin_percent))
+
+
+def _gpu_peak_text(row, margin_percent):
+    """``GPU memory peaked at 78Gi of the device's 80Gi (97.5 %) in phase train (epoch 1, step
+    6): headroom 2Gi (2.5 %), within the 5 % margin; PyTorch's allocator reserved at most 55Gi
+    of it (...)``"""
+    text = (
+        "GPU memory peaked at %s of the device's %s (%.1f %%) in phase %s (epoch %s, step %s): "
+        "headroom %s (%.1f %%), within the %s %% margin"
+        % (
+            format_bytes(row["device_peak_bytes"], "Mi"),
+            format_bytes(row["device_total_bytes"], "Mi"),
+            100.0 * row["device_peak_bytes"] / row["device_total_bytes"],
+            row.get("device_peak_phase"),
+            row.get("device_peak_epoch"),
+            row.get("device_peak_step"),
+            _signed_bytes(row["device_headroom_bytes"]),
+            row["device_headroom_percent"],
+            _percent_text(margin_percent),
+        )
+    )
+    if row.get("gpu_reserved_peak_bytes") is not None:
+        text += (
+            "; PyTorch's allocator reserved at most %s of it (the rest: the CUDA context, NCCL's "
+            "buffers, other processes on the GPU)" % format_bytes(row["gpu_reserved_peak_bytes"], "Mi")
+        )
+    return text
 
 
 def _limit_warning(row, margin_percent):

@@ -82,13 +82,17 @@ MEMORY_PHASES = (
 PRE_TRAINING_PHASES = ("start",)
 # The memory quantities a rank reports: name, the sample's key, the key of its high-water mark
 # (None: none), and what a leak of it is (None: not checked - the cgroup's figures are shared by
-# every process in the container, so another rank's leak would show on all of them).
+# every process in the container, so another rank's leak would show on all of them; so are the
+# device's, by every process on the GPU).
 MEMORY_QUANTITIES = (
     ("host_rss", "rss_bytes", "rss_peak_bytes", "host"),
     ("cgroup_usage", "cgroup_usage_bytes", None, None),
     ("cgroup_working_set", "cgroup_working_set_bytes", None, None),
     ("cuda_allocated", "cuda_allocated_bytes", "cuda_max_allocated_bytes", "gpu"),
     ("cuda_reserved", "cuda_reserved_bytes", "cuda_max_reserved_bytes", None),
+    # The GPU as the driver sees it: the allocator's bytes, the CUDA context, NCCL's buffers and
+    # any other process on it (training/README.md, Memory).
+    ("device_used", "device_used_bytes", "device_used_peak_bytes", None),
 )
 # The step time split a step record's ``timing`` carries (training/README.md, Step timing):
 # mean seconds per optimizer step over the record's window.
@@ -107,6 +111,9 @@ SAMPLE_KEYS = (
     "cuda_reserved_bytes",
     "cuda_max_allocated_bytes",
     "cuda_max_reserved_bytes",
+    "device_used_bytes",
+    "device_used_peak_bytes",
+    "device_total_bytes",
 )
 
 
@@ -126,6 +133,7 @@ class _RankState:
         "memory",
         "memory_samples",
         "cgroup_limit",
+        "device_total",
         "last_memory",
         "last_memory_by_source",
         "timing",
@@ -147,6 +155,7 @@ class _RankState:
         self.memory = {}  # quantity name -> _MemoryTrack
         self.memory_samples = 0
         self.cgroup_limit = None  # the smallest memory cgroup limit a sample reported
+        self.device_total = None  # the smallest GPU memory total a sample reported
         self.last_memory = None  # the newest sample (see _add_memory)
         self.last_memory_by_source = {}  # source -> the newest sample it holds
         self.timing = None  # _TimingTrack, from the first step record with timing
@@ -503,6 +512,14 @@ class TrainingLogParser:
         limit = sample.get("cgroup_limit_bytes")
         if _is_byte_count(limit) and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
             state.cgroup_limit = limit
+        total = sample.get("device_total_bytes")  # None on a CPU: skipped first
+        if (
+            total is not None
+            and _is_byte_count(total)
+            and total > 0
+            and (state.device_total is None or total < state.device_total)
+        ):
+            state.device_total = total
         if taken:
             state.memory_samples += 1
             moment = record.get("time")
@@ -663,15 +680,7 @@ class TrainingLogParser:
             "images_per_s": epochs[-1].get("images_per_s") if epochs else last_step.get("images_per_s"),
             "uid": (state.run_start or {}).get("uid"),
             "memlock_bytes": _memlock_of(state.run_start),
-            "memory": {
-                "samples": state.memory_samples,
-                "cgroup_limit_bytes": state.cgroup_limit,
-                "quantities": {
-                    name: state.memory[name].summary()
-                    for name, *_rest in MEMORY_QUANTITIES
-                    if name in state.memory
-                },
-            },
+            "memory": _rank_memory_summary(state),
             "last_memory": _memory_sample(state.last_memory),
             "last_memory_by_source": {
                 source: _memory_sample(last) for source, last in state.last_memory_by_source.items()
@@ -710,6 +719,21 @@ class TrainingLogParser:
                 }
             )
         return rows
+
+
+def _rank_memory_summary(state):
+    """A rank's memory: its samples, the cgroup limit, each quantity it reported and, when its
+    samples carry it (a CUDA run), the device's total memory."""
+    memory = {
+        "samples": state.memory_samples,
+        "cgroup_limit_bytes": state.cgroup_limit,
+        "quantities": {
+            name: state.memory[name].summary() for name, *_rest in MEMORY_QUANTITIES if name in state.memory
+        },
+    }
+    if state.device_total is not None:  # a CPU run's summary stays as it was
+        memory["device_total_bytes"] = state.device_total
+    return memory
 
 
 def epoch_growth_mib(epoch_minima, min_epochs=LEAK_MIN_EPOCHS):
@@ -1113,6 +1137,11 @@ def describe_memory_sample(entry):
         if _is_byte_count(memory.get("cuda_reserved_bytes")):
             text += ", reserved %s" % format_bytes(memory["cuda_reserved_bytes"], "Mi")
         parts.append(text)
+    if _is_byte_count(memory.get("device_used_bytes")):
+        text = "GPU device used %s" % format_bytes(memory["device_used_bytes"], "Mi")
+        if _is_byte_count(memory.get("device_total_bytes")) and memory["device_total_bytes"]:
+            text += " of its %s" % format_bytes(memory["device_total_bytes"], "Mi")
+        parts.append(text)
     return "%s, in phase %s (epoch %s, step %s)" % (
         ", ".join(parts) or "no figures",
         entry.get("phase"),
@@ -1239,7 +1268,7 @@ def _pick(record, *keys):
 def _is_byte_count(value):
     # type(), not isinstance: a bool is an int, and neither parser makes a subclass. Past 2**63
     # is no real count, and would not fit the samples' array.
-    return type(value) is int and 0 <= value <= MAX_BYTE_COUNT  # noqa: E721
+    return type(value) is int and 0 <= value <= MAX_BYTE_COUNT  # noqa: E721  # pylint: disable=unidiomatic-typecheck
 
 
 def _is_number(value):

@@ -16,7 +16,8 @@ description:
     checkpoints, resumes and restarts, and which rank failed first according to torchrun.
   - Reports per rank the median and the peak of each memory quantity the trainer sampled (host
     resident set, the memory cgroup's usage and working set, the CUDA allocator's allocated and
-    reserved bytes), where the peak happened (phase, epoch, step), and each epoch's minimum.
+    reserved bytes, the GPU device's used bytes as the driver sees them), where the peak happened
+    (phase, epoch, step), and each epoch's minimum; on a CUDA run also the device's total memory.
   - Reports suspected memory leaks - a rank whose per-epoch minimum host resident set (RSS) or
     CUDA allocated memory grows faster than O(memory_leak_tolerance_mib) MiB per epoch - naming
     the rank, host or GPU memory, and the rate.
@@ -254,7 +255,8 @@ ranks:
         memory: {"rss_bytes": 1436549120, "rss_peak_bytes": 1502658560, "cgroup_usage_bytes": 4194304000,
                  "cgroup_working_set_bytes": 4089446400, "cgroup_limit_bytes": 4294967296,
                  "cuda_allocated_bytes": null, "cuda_reserved_bytes": null, "cuda_max_allocated_bytes": null,
-                 "cuda_max_reserved_bytes": null}
+                 "cuda_max_reserved_bytes": null, "device_used_bytes": null, "device_used_peak_bytes": null,
+                 "device_total_bytes": null}
     last_memory_by_source:
       description: The newest memory sample of each log the rank's records came from (a pod's log and its previous one).
       type: dict
@@ -272,19 +274,27 @@ ranks:
           description: The smallest memory cgroup limit the samples reported, null for none (no cgroup, or no limit).
           type: int
           returned: always
+        device_total_bytes:
+          description:
+            - The GPU's total memory as CUDA can allocate it (the trainer's C(device_total_bytes), C(cudaMemGetInfo)),
+              the smallest the samples reported (a restart on a smaller GPU counts).
+          type: int
+          returned: when the rank's samples report it (a CUDA run of a trainer that records the device)
         quantities:
           description:
             - Per quantity the rank reported - C(host_rss) (the process's resident set; its peak also counts
               the high-water mark C(VmHWM)), C(cgroup_usage), C(cgroup_working_set) (usage less the inactive
               file cache, what a container limit has to hold), C(cuda_allocated) and C(cuda_reserved) (their
-              peaks also count the allocator's own peaks, reset each epoch and evaluation) - a dict with
+              peaks also count the allocator's own peaks, reset each epoch and evaluation), C(device_used) (the
+              GPU as the driver sees it - the allocator's bytes, the CUDA context, NCCL's buffers and other
+              processes on it; its peak also counts the trainer's C(device_used_peak_bytes)) - a dict with
               C(samples), C(median_bytes), C(peak_bytes), C(peak_phase), C(peak_epoch), C(peak_step) (where the
               peak was first seen; a high-water mark shows a spike at the first sample after it),
               C(epoch_min_bytes) (a list of C(epoch) and C(bytes), the C(start) sample left out) and
               C(growth_mib_per_epoch) (the slope leaks are judged on; null with fewer than 3 epochs after the
               first).
             - The cgroup's figures count every process in the container (other ranks and DataLoader workers
-              included), so they are never judged as one rank's leak.
+              included), and the device's every process on the GPU, so they are never judged as one rank's leak.
           type: dict
           returned: always
           sample:

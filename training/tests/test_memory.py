@@ -9,7 +9,7 @@ from conftest import read_records
 
 from gpuops_trainer.errors import ConfigError
 from gpuops_trainer.faults import HostMemoryLeak, LeakSpec, parse_leak
-from gpuops_trainer.memory import MemorySampler, emit_memory
+from gpuops_trainer.memory import MemorySampler, device_peak_estimate, emit_memory
 from gpuops_trainer.train import main
 
 MiB = 1 << 20
@@ -25,6 +25,8 @@ CUDA_KEYS = {
     "cuda_allocated_bytes", "cuda_reserved_bytes", "cuda_max_allocated_bytes",
     "cuda_max_reserved_bytes",
 }  # fmt: skip
+DEVICE_KEYS = {"device_used_bytes", "device_used_peak_bytes", "device_total_bytes"}
+ALL_KEYS = {"rss_bytes", "rss_peak_bytes"} | CGROUP_KEYS | CUDA_KEYS | DEVICE_KEYS
 
 
 def fake_roots(tmp_path, cgroup: str | None, files: dict[str, str], status: str | None = STATUS):
@@ -149,7 +151,7 @@ def test_not_in_a_memory_cgroup_means_none_never_an_error(tmp_path, cgroup):
     sampler = MemorySampler(**roots)
     assert sampler.cgroup is None
     sample = sampler.sample()
-    assert all(sample[key] is None for key in CGROUP_KEYS | CUDA_KEYS)
+    assert all(sample[key] is None for key in CGROUP_KEYS | CUDA_KEYS | DEVICE_KEYS)
     assert sample["rss_bytes"] == 100 * MiB
 
 
@@ -175,21 +177,74 @@ def test_cuda_figures_come_from_the_allocator_and_reset_per_epoch(tmp_path, monk
     )
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset.append)
     device = torch.device("cuda", 1)
-    sampler = MemorySampler(device, **fake_roots(tmp_path, None, {}))
+    used = [900 * MiB]  # the device as the driver sees it: context, NCCL, allocator, others
+    sampler = MemorySampler(
+        device, **fake_roots(tmp_path, None, {}), device_memory=lambda _d: (used[0], 80 << 30)
+    )
     sample = sampler.sample()
     assert [sample[key] for key in sorted(CUDA_KEYS)] == [3 * MiB, 7 * MiB, 16 * MiB, 8 * MiB]
+    # The device's peak: what the allocator does not hold now (900 - 8 MiB) plus its reserved
+    # peak (16 MiB): the spike between samples that the driver's figure alone would miss.
+    assert sample["device_used_peak_bytes"] == 908 * MiB
     sampler.reset_peaks()
     assert asked == reset == [device]
     # On a CPU the allocator is never asked.
     cpu = MemorySampler(torch.device("cpu"), **fake_roots(tmp_path / "cpu", None, {}))
     cpu.reset_peaks()
     assert all(cpu.sample()[key] is None for key in CUDA_KEYS) and asked == [device]
+    # The device's peak starts again at the reset, from the samples that follow it.
+    stats["reserved_bytes"]["all"]["peak"] = 8 * MiB
+    used[0] = 800 * MiB
+    assert sampler.sample()["device_used_peak_bytes"] == 800 * MiB
+
+
+def test_the_devices_used_and_total_memory_come_from_the_reader_given(tmp_path):
+    # No GPU here: the allocator has nothing to say (CUDA is not initialised), and the device's
+    # figures come from the reader the sampler was given, asked for the rank's own device.
+    readings = iter([(30 << 30, 80 << 30), (70 << 30, 80 << 30), (50 << 30, 80 << 30)])
+    asked = []
+
+    def reader(device):
+        asked.append(device)
+        return next(readings)
+
+    device = torch.device("cuda", 3)
+    sampler = MemorySampler(device, **fake_roots(tmp_path, None, {}), device_memory=reader)
+    samples = [sampler.sample() for _ in range(3)]
+    assert [s["device_used_bytes"] for s in samples] == [30 << 30, 70 << 30, 50 << 30]
+    assert {s["device_total_bytes"] for s in samples} == {80 << 30}
+    # Without the allocator's peak, the device's peak is the highest use a sample saw.
+    assert [s["device_used_peak_bytes"] for s in samples] == [30 << 30, 70 << 30, 70 << 30]
+    assert asked == [device] * 3
+    assert all(samples[0][key] is None for key in CUDA_KEYS)
+    assert set(samples[0]) == ALL_KEYS
+    # On a CPU the reader is never asked, and the device's keys are null.
+    cpu_roots = fake_roots(tmp_path / "cpu", None, {})
+    cpu = MemorySampler(torch.device("cpu"), **cpu_roots, device_memory=reader)
+    assert all(cpu.sample()[key] is None for key in DEVICE_KEYS) and len(asked) == 3
+
+
+@pytest.mark.parametrize(
+    ("used", "reserved", "reserved_peak", "peak"),
+    [
+        (30, 20, 28, 38),  # the allocator peaked 8 GiB above what it holds now
+        (30, 20, 20, 30),  # it holds its peak now: the peak is this sample's use
+        (30, None, None, 30),  # no allocator figures: the use itself
+        (78, 10, 50, 80),  # an estimate past the device: the device's size
+    ],
+)
+def test_the_device_peak_estimate_adds_the_allocators_peak_and_never_exceeds_the_device(
+    used, reserved, reserved_peak, peak
+):
+    gib = [None if value is None else value << 30 for value in (used, reserved, reserved_peak)]
+    assert device_peak_estimate(gib[0], 80 << 30, gib[1], gib[2]) == peak << 30
 
 
 def test_this_process_on_this_machine():
     sample = MemorySampler(torch.device("cpu")).sample()
     assert sample["rss_bytes"] > 0 and sample["rss_peak_bytes"] >= sample["rss_bytes"]
-    assert set(sample) == {"rss_bytes", "rss_peak_bytes"} | CGROUP_KEYS | CUDA_KEYS
+    assert set(sample) == ALL_KEYS
+    assert all(sample[key] is None for key in DEVICE_KEYS)  # a CPU: no device to read
 
 
 def test_parse_leak():
@@ -243,6 +298,7 @@ def test_a_run_records_memory_at_steps_and_around_each_spike(tmp_path, monkeypat
     for record in [*memory, *steps]:
         assert record["memory"]["rss_bytes"] > 0, record
         assert set(CUDA_KEYS) <= set(record["memory"])
+        assert all(record["memory"][key] is None for key in DEVICE_KEYS)  # a CPU run
 
 
 def test_a_memory_event_at_an_unknown_phase_is_refused():

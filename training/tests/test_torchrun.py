@@ -186,6 +186,7 @@ def test_every_rank_records_its_memory_at_steps_and_around_the_spikes(trained):
         for sample in samples:
             assert sample["rss_peak_bytes"] >= sample["rss_bytes"] > 0
             assert sample["cuda_allocated_bytes"] is None  # a CPU run
+            assert sample["device_used_bytes"] is sample["device_total_bytes"] is None
             if start["memory_cgroup"] is not None:
                 assert sample["cgroup_usage_bytes"] > 0
     # A healthy run: the per-epoch minimum hardly moves over 25 epochs.

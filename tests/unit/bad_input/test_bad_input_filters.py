@@ -283,6 +283,37 @@ STRAGGLING = dict(
     stragglers=[{"rank": 1, "compute_images_per_s": 2.5, "peer_median": 4.0, "percent_below": 37.5,
                  "source": "/runs/r1/logs/rn-worker-1.log"}],
 )  # fmt: skip
+# A CUDA rank whose GPU device peaked within the margin of its total (training_log_info's shape).
+GPU_MEMORY = {
+    "samples": 3,
+    "cgroup_limit_bytes": None,
+    "device_total_bytes": 80 << 30,
+    "quantities": {
+        "device_used": {"samples": 3, "median_bytes": 70 << 30, "peak_bytes": 78 << 30, "peak_phase": "train",
+                        "peak_epoch": 0, "peak_step": 2, "epoch_min_bytes": [], "growth_mib_per_epoch": None},
+        "cuda_reserved": {"samples": 3, "median_bytes": 60 << 30, "peak_bytes": 61 << 30,
+                          "peak_phase": "train"},
+    },
+}  # fmt: skip
+GPU_RANK = {"rank": 0, "host": "rn-worker-0", "node": "gpu-a", "memory": GPU_MEMORY,
+            "sources": ["/runs/r1/logs/rn-worker-0.log"],
+            "last_memory": {"source": "/runs/r1/logs/rn-worker-0.log"}}  # fmt: skip
+GPU_TRAINING = dict(TRAINING, backend="nccl", ranks=[GPU_RANK])
+gpu_training = st.one_of(
+    replace_one(GPU_TRAINING),
+    st.builds(lambda rank: dict(GPU_TRAINING, ranks=[rank]), replace_one(GPU_RANK)),
+    st.builds(
+        lambda memory: dict(GPU_TRAINING, ranks=[dict(GPU_RANK, memory=memory)]), replace_one(GPU_MEMORY)
+    ),
+    st.builds(
+        lambda device: dict(
+            GPU_TRAINING, ranks=[dict(GPU_RANK, memory=dict(GPU_MEMORY, quantities={"device_used": device}))]
+        ),
+        replace_one(GPU_MEMORY["quantities"]["device_used"]),
+    ),
+)
+# The run_summary filter's memory options of the GPU's headroom (training_verify's gpu_memory variables).
+gpu_memory_options = like(replace_one({"gpu_margin_percent": 5, "gpu_margin_fails": False}))
 NCCL = {"ok": True, "failures": [], "nccl_used": False, "ranks": []}
 NCCL_TESTS = {
     "launcher": "ssh",
@@ -393,8 +424,9 @@ CASES = {
         BUILDER,
         call(
             like(replace_one(RUN), replace_one(CLUSTER_RUN)),
-            like(replace_one(TRAINING), replace_one(STRAGGLING)),
+            like(replace_one(TRAINING), replace_one(STRAGGLING), gpu_training),
             like(replace_one(NCCL)),
+            memory=gpu_memory_options,
             stragglers_fail=like(st.booleans()),
         ),
         ("run_summary",),
@@ -565,6 +597,7 @@ REGRESSIONS = [
     ("memory_sizing", ((["1e99999999999"],), {})),
     ("training_workload", (([],), {})),
     ("training_workload_problems", (("pytorchjob",), {})),
+    ("run_summary", ((RUN, GPU_TRAINING, NCCL), {"memory": {"gpu_margin_percent": 10**400}})),
 ]
 
 

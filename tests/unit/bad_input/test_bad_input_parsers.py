@@ -54,16 +54,43 @@ def real_logs():
 NCCL_LOGS = real_logs()
 
 # The trainer's records, each field any type the JSON of a broken or hostile line can hold.
-EVENTS = ["run_start", "run_end", "step", "epoch", "checkpoint", "resume", "checkpoint_skipped", "eval", "x"]
+EVENTS = [
+    "run_start",
+    "run_end",
+    "step",
+    "epoch",
+    "checkpoint",
+    "resume",
+    "checkpoint_skipped",
+    "eval",
+    "memory",
+    "x",
+]
 FIELD_VALUES = st.one_of(
     st.integers(min_value=-3, max_value=5),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([10**30, -1, True, "ok", "error", "/ck/e1.pt", [1], {"a": 1}, None]),
     anything,
 )
+# A memory sample (training/README.md, Memory): any of its keys, the GPU device's included, with
+# any value, or anything at all in its place.
+MEMORY_SAMPLE = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            key: st.one_of(FIELD_VALUES, st.integers(min_value=0, max_value=1 << 64))
+            for key in training_log_module.SAMPLE_KEYS
+        },
+    ),
+    anything,
+)
 record = st.fixed_dictionaries(
     {"schema": st.just(SCHEMA), "event": st.one_of(st.sampled_from(EVENTS), anything)},
     optional={
+        "memory": MEMORY_SAMPLE,
+        "phase": st.one_of(st.sampled_from(training_log_module.MEMORY_PHASES), anything),
+    }
+    | {
         key: FIELD_VALUES
         for key in (
             "rank",

@@ -123,6 +123,11 @@ def verify(tmp_path, **variables):
     record = {"run_id": "rn", "launcher": "pytorchjob", "run_dir": str(run_dir), "world_size": 3, "rc": 0,
               "log_paths": [str(run_dir / "logs" / "*.log")],
               "pod_nodes": {pod: "gpu-node-%d" % rank for rank, pod in enumerate(PODS)}}  # fmt: skip
+    return play(tmp_path, record, **variables)
+
+
+def play(tmp_path, record, **variables):
+    """training_verify on the run RECORD with VARIABLES; the report goes to tmp_path/report."""
     variables = {
         "training_verify_run": record,
         "training_verify_report_dir": str(tmp_path / "report"),
@@ -182,6 +187,93 @@ def test_a_straggler_percent_outside_0_to_100_fails_before_anything_is_read_or_w
     tmp_path, percent, message
 ):
     result, output = verify(tmp_path, training_verify_straggler_percent=percent)
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    assert "Read every rank's training metrics" not in output
+    assert not (tmp_path / "report").exists()
+
+
+# -- GPU memory headroom: the role on the pod logs of tests/unit/fixtures/gpu-memory ------------
+
+GPU_LOGS = REPO / "tests" / "unit" / "fixtures" / "gpu-memory" / "logs"
+
+
+def test_the_gpu_memory_variables_have_the_documented_defaults():
+    defaults = load("defaults/main.yml")
+    assert defaults["training_verify_gpu_memory_margin_percent"] == 5
+    assert defaults["training_verify_gpu_memory_margin_fails"] is False
+    options = load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert options["training_verify_gpu_memory_margin_percent"]["type"] == "float"
+    assert options["training_verify_gpu_memory_margin_percent"]["default"] == 5
+    assert options["training_verify_gpu_memory_margin_fails"]["type"] == "bool"
+
+
+def verify_gpu(tmp_path, **variables):
+    """training_verify on the 4-rank CUDA run of the fixture (rank 3 at 77.5 of its GPU's 80 GiB),
+    launched with NCCL_DEBUG=WARN: NCCL's facts are unverifiable, not failed."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    for log in sorted(GPU_LOGS.glob("*.log")):
+        (run_dir / "logs" / log.name).write_text(log.read_text())
+    record = {"run_id": "gm-7c2e", "launcher": "pytorchjob", "run_dir": str(run_dir), "world_size": 4,
+              "rc": 0, "log_paths": [str(run_dir / "logs" / "*.log")], "nccl_debug": "WARN",
+              "pod_nodes": {"gm-7c2e-worker-0": "gpu-a", "gm-7c2e-worker-1": "gpu-b"}}  # fmt: skip
+    return play(tmp_path, record, **variables)
+
+
+def test_a_gpu_near_its_capacity_is_a_warning_naming_the_rank_its_pod_and_node(tmp_path):
+    result, output = verify_gpu(tmp_path)
+    assert result.returncode == 0, output[-3000:]
+    output = output.replace("''", "'")  # the verdict's lines as YAML quotes them
+    assert (
+        "WARNING: rank 3 (pod gm-7c2e-worker-1, node gpu-b): GPU memory peaked at 79360Mi of the device's "
+        "80Gi (96.9 %) in phase train (epoch 1, step 5): headroom 2560Mi (3.1 %), within the 5 % margin"
+        in output
+    )
+    assert "WARNING: rank 2" not in output and "WARNING: rank 0" not in output
+    assert (
+        "Memory rank 0: " in output
+        and "GPU device peak 60928Mi of 80Gi in train (headroom 20992Mi, 25.6 %)" in output
+    )
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "passed"
+    assert summary["memory"]["gpu_within_margin"] == [3]
+    assert summary["memory"]["gpu_margin_percent"] == 5
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## GPU memory" in report
+    assert "| 3 | gm-7c2e-worker-1 | gpu-b | 79360Mi | train (epoch 1, step 5) | 80Gi | 2560Mi |" in report
+
+
+def test_with_gpu_memory_margin_fails_the_gpu_fails_the_run_and_a_narrower_margin_passes_it(tmp_path):
+    result, output = verify_gpu(tmp_path / "fail", training_verify_gpu_memory_margin_fails=True)
+    assert result.returncode != 0
+    assert "rank 3 (pod gm-7c2e-worker-1, node gpu-b): GPU memory peaked at 79360Mi" in output
+    assert json.loads((tmp_path / "fail" / "report" / "summary.json").read_text())["verdict"] == "failed"
+    result, output = verify_gpu(tmp_path / "pass", training_verify_gpu_memory_margin_fails=True,
+                                training_verify_gpu_memory_margin_percent=3)  # fmt: skip
+    assert result.returncode == 0, output[-3000:]
+    summary = json.loads((tmp_path / "pass" / "report" / "summary.json").read_text())
+    assert summary["memory"]["gpu_within_margin"] == [] and summary["verdict"] == "passed"
+
+
+MARGIN = (
+    "training_verify_gpu_memory_margin_percent must be a number of percent from 0 (warn only for a GPU that "
+    "was full) to below 100"
+)
+
+
+@pytest.mark.parametrize(
+    ("percent", "message"),
+    [
+        (100, MARGIN + ", got 100"),
+        (-5, MARGIN + ", got -5"),
+        ("lots", "argument 'training_verify_gpu_memory_margin_percent' is of type str"),
+    ],
+)  # fmt: skip
+def test_a_gpu_memory_margin_outside_0_to_100_fails_before_anything_is_read_or_written(
+    tmp_path, percent, message
+):
+    result, output = verify_gpu(tmp_path, training_verify_gpu_memory_margin_percent=percent)
     assert result.returncode != 0
     assert message in output, output[-3000:]
     assert "Read every rank's training metrics" not in output

@@ -8,16 +8,20 @@ workers, which are processes of their own, and the page cache of the files the r
 writes; the kernel reclaims that cache before it OOM-kills anyone, so the working set (usage
 less inactive file pages, as the kubelet computes it) is what a limit has to hold. GPU: the
 caching allocator's allocated and reserved bytes for the rank's device, now and at their peak
-since the last ``reset_peaks``.
+since the last ``reset_peaks``; and the device's own used and total bytes as the driver sees
+them (``cudaMemGetInfo``), which also count what the allocator does not: the CUDA context,
+NCCL's buffers, cuBLAS/cuDNN workspaces and any other process on the same GPU.
 
 A sample reads a few small files in /proc and /sys (tens of microseconds: no subprocess, no
-GPU synchronisation). A file that is missing or unreadable makes its fields None, never an
-error: outside a container there may be no memory cgroup, and on a CPU there is no GPU.
+GPU synchronisation) and, on CUDA, asks the driver once. A file that is missing or unreadable
+makes its fields None, never an error: outside a container there may be no memory cgroup, and
+on a CPU there is no GPU.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,10 +139,44 @@ def _nearest_limited(files: CgroupFiles, mount: Path, path: str) -> MemoryCgroup
         directory = directory.parent
 
 
+# Reads a CUDA device's memory as the driver sees it: (used, total) bytes.
+DeviceMemoryReader = Callable[[torch.device], tuple[int, int]]
+
+
+def cuda_device_memory(device: torch.device) -> tuple[int, int]:
+    """The device's used and total bytes from ``cudaMemGetInfo`` (``torch.cuda.mem_get_info``):
+    total less free, for the whole device (under MIG, the instance), every process on it.
+
+    Chosen over ``torch.cuda.device_memory_used`` (NVML): that needs the nvidia-ml-py package,
+    which the trainer does not depend on, and NVML's total is the whole framebuffer, while this
+    total is what CUDA can allocate from. One driver call (microseconds on a current driver);
+    a step record's sample is taken after that record's own synchronisation.
+    """
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free, total
+
+
+def device_peak_estimate(
+    used: int, total: int, reserved: int | None, reserved_peak: int | None
+) -> int:
+    """The device's peak use since the allocator's peaks were reset, estimated from one sample.
+
+    The driver keeps no peak. What the allocator does not hold (USED less its RESERVED bytes
+    now: the CUDA context, NCCL's buffers, other processes) plus the allocator's own reserved
+    peak catches a spike between two samples; never below USED, never above TOTAL.
+    """
+    peak = used
+    if reserved is not None and reserved_peak is not None and reserved_peak > reserved:
+        peak = used - reserved + reserved_peak
+    return min(peak, total)
+
+
 class MemorySampler:
     """Samples this process's memory; ``device`` is the rank's (GPU figures on CUDA only).
 
-    The roots are parameters so that tests can give a fake /proc and /sys/fs/cgroup.
+    The roots are parameters so that tests can give a fake /proc and /sys/fs/cgroup, and so is
+    ``device_memory``, the reader of the device's used and total bytes (``cuda_device_memory``
+    unless given), so that tests can give a device's figures where there is no GPU.
     """
 
     def __init__(
@@ -146,9 +184,13 @@ class MemorySampler:
         device: torch.device | None = None,
         proc_root: Path | str = PROC_ROOT,
         cgroup_root: Path | str = CGROUP_ROOT,
+        device_memory: DeviceMemoryReader = cuda_device_memory,
     ) -> None:
         self.status_path = f"{proc_root}/self/status"
         self.cuda_device = device if device is not None and device.type == "cuda" else None
+        self.device_memory = device_memory
+        # The device's highest use since the last reset_peaks (see _device).
+        self.device_peak: int | None = None
         # Found once: a process does not move between cgroups. Its limit is read at every
         # sample, as a pod's can be resized in place.
         self.cgroup = find_memory_cgroup(Path(proc_root), Path(cgroup_root))
@@ -158,6 +200,7 @@ class MemorySampler:
         sample = {"rss_bytes": rss, "rss_peak_bytes": rss_peak}
         sample.update(self._cgroup())
         sample.update(self._cuda())
+        sample.update(self._device(sample))
         return sample
 
     def reset_peaks(self) -> None:
@@ -165,6 +208,7 @@ class MemorySampler:
         is the process's and stays: it is its peak over the whole run."""
         if self.cuda_device is not None:
             torch.cuda.reset_peak_memory_stats(self.cuda_device)
+            self.device_peak = None
 
     def _host(self) -> tuple[int | None, int | None]:
         status = _read_bytes(self.status_path)
@@ -201,6 +245,23 @@ class MemorySampler:
             "cuda_reserved_bytes": reserved.get("current"),
             "cuda_max_allocated_bytes": allocated.get("peak"),
             "cuda_max_reserved_bytes": reserved.get("peak"),
+        }
+
+    def _device(self, sample: dict[str, int | None]) -> dict[str, int | None]:
+        """The device's used and total bytes now, and its peak use since the last reset: the
+        highest ``device_peak_estimate`` of the samples since then."""
+        used = total = None
+        if self.cuda_device is not None:
+            used, total = self.device_memory(self.cuda_device)
+            peak = device_peak_estimate(
+                used, total, sample["cuda_reserved_bytes"], sample["cuda_max_reserved_bytes"]
+            )
+            if self.device_peak is None or peak > self.device_peak:
+                self.device_peak = peak
+        return {
+            "device_used_bytes": used,
+            "device_used_peak_bytes": self.device_peak if used is not None else None,
+            "device_total_bytes": total,
         }
 
 

@@ -229,7 +229,7 @@ def test_a_run_without_memory_records_has_no_rows_and_no_recommendation():
         (
             {"buffer": 10},
             "run_summary: memory takes buffer_percent, limit_margin_percent, leak_fails, loader, "
-            "node_allocatable, gpu_resource, got buffer",
+            "node_allocatable, gpu_resource, gpu_margin_percent, gpu_margin_fails, got buffer",
         ),
         (
             {"buffer_percent": -5},

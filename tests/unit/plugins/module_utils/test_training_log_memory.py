@@ -8,13 +8,18 @@ epoch end, around rank 0's checkpoint writes and after the evaluation.
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
+from ansible_collections.gpuops.training.plugins.module_utils.log_parallel import parse_split
 from ansible_collections.gpuops.training.plugins.module_utils.log_sources import LogSource
 from ansible_collections.gpuops.training.plugins.module_utils.training_log import (
+    SAMPLE_KEYS,
     SCHEMA,
+    TrainingLogParser,
     check_expectations,
+    describe_memory_sample,
     epoch_growth_mib,
     memory_leaks,
     parse_training_logs,
@@ -290,3 +295,108 @@ def test_the_phases_the_reader_knows_are_the_trainers():
     from gpuops_trainer.memory import EVENT_PHASES
 
     assert sorted(MEMORY_PHASES) == sorted(EVENT_PHASES + (STEP_PHASE,))
+
+
+# -- the GPU device as the driver sees it (tests/unit/fixtures/gpu-memory) ---------------------
+
+GPU_LOGS = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "gpu-memory" / "logs"
+
+
+def gpu_run(**kwargs):
+    return parse_training_logs(
+        [LogSource(str(path), path=str(path)) for path in sorted(GPU_LOGS.glob("*.log"))], **kwargs
+    )
+
+
+def test_each_cuda_rank_has_its_device_use_its_peak_and_the_devices_total():
+    result = gpu_run()
+    assert [rank["rank"] for rank in result["ranks"]] == [0, 1, 2, 3]
+    for rank in result["ranks"]:
+        memory = rank["memory"]
+        assert memory["device_total_bytes"] == 80 * GiB
+        device = memory["quantities"]["device_used"]
+        assert device["samples"] == memory["samples"] == 1 + 2 * (1 + 3 + 1)
+        # The allocator's figures stay as they were, beside the device's.
+        assert memory["quantities"]["cuda_reserved"]["peak_bytes"] == 56 * GiB + 512 * MiB
+    peaks = [quantity(result, rank, "device_used")["peak_bytes"] for rank in range(4)]
+    assert peaks == [59 * GiB + 512 * MiB, 59 * GiB + 512 * MiB, 59 * GiB + 768 * MiB, 77 * GiB + 512 * MiB]
+    rank3 = quantity(result, 3, "device_used")
+    # The peak is the trainer's high-water estimate, first seen at epoch 1's second step; the
+    # median is of the samples the driver gave (reserved 52 GiB + 21 GiB outside the allocator).
+    assert (rank3["peak_phase"], rank3["peak_epoch"], rank3["peak_step"]) == ("train", 1, 5)
+    assert rank3["median_bytes"] == 73 * GiB
+    # The device is shared by every process on it: never judged as this rank's leak.
+    assert result["memory_leaks"] == []
+    # The newest sample keeps the device's keys, and a killed rank's message would name them.
+    last = result["ranks"][3]["last_memory"]["memory"]
+    assert (last["device_used_bytes"], last["device_total_bytes"]) == (73 * GiB, 80 * GiB)
+    assert last["device_used_peak_bytes"] == 77 * GiB + 512 * MiB
+    assert "reserved 52Gi, GPU device used 73Gi of its 80Gi, in phase epoch_end" in describe_memory_sample(
+        result["ranks"][3]["last_memory"]
+    )
+
+
+def test_a_cuda_run_read_on_two_cores_has_the_same_device_figures():
+    # Each pod's log parsed in a process of its own, the parsers merged: the device's totals and
+    # tracks travel with each rank's state.
+    sources = [LogSource(str(path), path=str(path)) for path in sorted(GPU_LOGS.glob("*.log"))]
+
+    def parse(share):
+        return TrainingLogParser().feed_sources(share)
+
+    merged = parse_split(sources, parse, TrainingLogParser.merged, workers=2, min_bytes=0)
+    assert merged is not None  # split in two, not read in this process alone
+    split, one = merged.result(), gpu_run()
+    for rank in range(4):
+        assert split["ranks"][rank]["memory"] == one["ranks"][rank]["memory"]
+        assert split["ranks"][rank]["memory"]["device_total_bytes"] == 80 * GiB
+
+
+def test_a_cpu_run_without_the_device_keys_reads_as_before():
+    # A CPU rank's samples have no device keys (an older trainer) or null ones (this trainer):
+    # no device quantity, and no device total in its summary.
+    lines = rank_run(0)
+    with_nulls = [
+        line.replace(
+            '"cuda_allocated_bytes": null',
+            '"device_used_bytes": null, "device_used_peak_bytes": null, "device_total_bytes": null, '
+            '"cuda_allocated_bytes": null',
+        )
+        for line in lines
+    ]
+    assert sum('"device_total_bytes": null' in line for line in with_nulls) == 1 + 5 * 8 + 1
+    older, nulls = parse({0: lines}), parse({0: with_nulls})
+    for result in (older, nulls):
+        memory = result["ranks"][0]["memory"]
+        assert set(memory) == {"samples", "cgroup_limit_bytes", "quantities"}
+        assert set(memory["quantities"]) == {"host_rss"}
+    assert nulls["ranks"][0]["memory"] == older["ranks"][0]["memory"]
+    assert nulls["ranks"][0]["last_memory"]["memory"]["device_total_bytes"] is None
+
+
+def test_the_smallest_device_total_is_kept_and_broken_totals_are_skipped():
+    def gpu_sample(used, total):
+        return dict(
+            sample(100 * MiB), device_used_bytes=used, device_used_peak_bytes=used, device_total_bytes=total
+        )
+
+    lines = [
+        record("step", 0, epoch=0, step=1, memory=gpu_sample(10 * GiB, 80 * GiB)),
+        record("step", 0, epoch=0, step=2, memory=gpu_sample(11 * GiB, "80Gi")),
+        record("step", 0, epoch=0, step=3, memory=gpu_sample(12 * GiB, 0)),
+        # A restarted attempt on a smaller GPU.
+        record("step", 0, epoch=1, step=4, memory=gpu_sample(13 * GiB, 40 * GiB)),
+        record("step", 0, epoch=1, step=5, memory=gpu_sample(True, True)),
+    ]
+    memory = parse({0: lines})["ranks"][0]["memory"]
+    assert memory["device_total_bytes"] == 40 * GiB
+    assert memory["quantities"]["device_used"]["samples"] == 4
+    assert memory["quantities"]["device_used"]["peak_bytes"] == 13 * GiB
+
+
+def test_the_sample_keys_the_reader_keeps_are_the_trainers():
+    import torch
+
+    from gpuops_trainer.memory import MemorySampler
+
+    assert sorted(SAMPLE_KEYS) == sorted(MemorySampler(torch.device("cpu")).sample())
