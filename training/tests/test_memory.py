@@ -210,7 +210,7 @@ def test_the_devices_used_and_total_memory_come_from_the_reader_given(tmp_path):
 
     device = torch.device("cuda", 3)
     sampler = MemorySampler(device, **fake_roots(tmp_path, None, {}), device_memory=reader)
-    samples = [sampler.sample() for _ in range(3)]
+    samples = [sampler.sample(), sampler.sample(), sampler.sample()]
     assert [s["device_used_bytes"] for s in samples] == [30 << 30, 70 << 30, 50 << 30]
     assert {s["device_total_bytes"] for s in samples} == {80 << 30}
     # Without the allocator's peak, the device's peak is the highest use a sample saw.
