@@ -15,7 +15,7 @@ description:
     every taint, so a cordoned or quarantined node is checked too. It runs privileged, in the host's PID
     namespace, with the host's C(/dev) read-only (the GPUs' device nodes, C(/dev/kmsg) for C(dmesg)) and, where
     the checks need them, the host's C(/sys) read-only at C(/host/sys) (O(checks) C(infiniband)) and C(/var/log)
-    and C(/etc/machine-id) read-only (C(kernel_log): C(journalctl -k -b) reads the host's persistent journal,
+    and C(/etc/machine-id) read-only (C(kernel_log) - C(journalctl -k -b) reads the host's persistent journal,
     else C(dmesg) the kernel's ring). It sets C(NVIDIA_VISIBLE_DEVICES=all) and
     C(NVIDIA_DRIVER_CAPABILITIES=utility), so the NVIDIA container runtime mounts C(nvidia-smi) and the driver's
     libraries into it (name the runtime with O(runtime_class_name) where it is not the default).

@@ -57,6 +57,24 @@ class ProbeError(Exception):
     """A setting or an API answer that stops the whole pass; the message names the option."""
 
 
+class NoAnswer(Exception):
+    """A call the API server did not answer (connection refused, TLS, DNS, a timeout)."""
+
+    def __init__(self, what, error):
+        super().__init__("%s: %s" % (what, error))
+        self.what, self.error = what, error
+
+
+def _call(what, function, *args):
+    """``function(*args)``; an API status passes as ApiException, anything else as NoAnswer."""
+    try:
+        return function(*args)
+    except ApiException:
+        raise
+    except Exception as error:  # the client raises urllib3's and other unrelated types here
+        raise NoAnswer(what, error) from error
+
+
 # ---- settings
 
 
@@ -439,12 +457,12 @@ def select_nodes(api, params):
     if params["nodes"]:
         found = {}
         for name in params["nodes"]:
-            node = read_node(api, name)
+            node = _call("node %s" % name, read_node, api, name)
             if node is None:
                 raise ProbeError("nodes: there is no node %s" % name)
             found[name] = node
         return found
-    nodes = list_nodes(api, params["node_selector"])
+    nodes = _call("the nodes", list_nodes, api, params["node_selector"])
     if not nodes:
         raise ProbeError(
             "node_selector: no node matches %r" % params["node_selector"]
@@ -465,7 +483,7 @@ def run_probes(params, api, sleep=None):
     log and delete the Jobs (unless ``keep_jobs``). ``{nodes: [{node, result, error, job,
     pod}], created}``: one entry per node, by name."""
     sleep = sleep or time.sleep
-    if read_namespace(api, params["namespace"]) is None:
+    if _call("namespace %s" % params["namespace"], read_namespace, api, params["namespace"]) is None:
         raise ProbeError(
             "namespace: there is no namespace %s (the node_health role creates it)" % params["namespace"]
         )
@@ -482,7 +500,7 @@ def run_probes(params, api, sleep=None):
     try:
         for name, job in jobs.items():
             try:
-                create_job(api, params["namespace"], job)
+                _call("the probe Jobs", create_job, api, params["namespace"], job)
             except ApiException as error:
                 entries[name] = {
                     "node": name, "job": None, "pod": None, "result": None,
@@ -495,7 +513,7 @@ def run_probes(params, api, sleep=None):
     finally:
         if not params["keep_jobs"]:
             for name in created:
-                delete_job(api, params["namespace"], jobs[name]["metadata"]["name"])
+                _call("the probe Jobs", delete_job, api, params["namespace"], jobs[name]["metadata"]["name"])
     return {
         "nodes": [entries[name] for name in sorted(entries)],
         "created": [jobs[name]["metadata"]["name"] for name in created],
@@ -510,14 +528,14 @@ def _wait_and_read(api, params, jobs, created, entries, sleep):
 
     def judge():
         seen.clear()
-        for job in list_jobs(api, namespace, selector):
+        for job in _call("the probe Jobs", list_jobs, api, namespace, selector):
             if job["metadata"]["name"] in wanted:
                 seen[job["metadata"]["name"]] = job
         return [{"done": job in seen and job_state(seen[job])[0] is not None} for job in wanted]
 
     poll(judge, params["timeout"], params["poll_interval"], pause=sleep)
     pods_by_job = {}
-    for pod in list_pods(api, namespace, selector):
+    for pod in _call("the probe pods", list_pods, api, namespace, selector):
         labels = pod["metadata"].get("labels") or {}
         owner = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
         if owner in wanted:
@@ -530,7 +548,9 @@ def _wait_and_read(api, params, jobs, created, entries, sleep):
         if pod is not None and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Running"):
             for attempt in range(LOG_READS):
                 try:
-                    log = read_log(api, namespace, pod["metadata"]["name"], CONTAINER)
+                    log = _call(
+                        "the probe logs", read_log, api, namespace, pod["metadata"]["name"], CONTAINER
+                    )
                 except ApiException as error:
                     log, message = None, refused("read the log of pod %s" % pod["metadata"]["name"], error)
                 if state != "succeeded" or result_of_log(log) is not None or attempt == LOG_READS - 1:
@@ -557,9 +577,8 @@ def run_module(module, connect):
         module.fail_json(msg=str(error))
     except ApiException as error:
         module.fail_json(msg=refused("run the probes in namespace %s" % params["namespace"], error))
-    except Exception as error:  # no answer (connection refused, TLS, DNS)
-        what = "the nodes and the probe Jobs in namespace %s" % params["namespace"]
-        module.fail_json(msg=connection_error_message(error, api, params["kubeconfig"], what))
+    except NoAnswer as error:
+        module.fail_json(msg=connection_error_message(error.error, api, params["kubeconfig"], error.what))
     unchecked = [entry for entry in result["nodes"] if entry["result"] is None]
     module.exit_json(
         changed=bool(params["keep_jobs"] and result["created"]),
