@@ -142,7 +142,6 @@ seealso:
   - module: gpuops.training.node_health_info
   - module: gpuops.training.node_health_quarantine
   - module: gpuops.training.node_health_report
-  - role: gpuops.training.node_health
 """
 
 EXAMPLES = r"""

@@ -65,7 +65,6 @@ notes:
 seealso:
   - module: gpuops.training.node_health_jobs
   - module: gpuops.training.node_health_report
-  - role: gpuops.training.node_health
 """
 
 EXAMPLES = r"""

@@ -69,7 +69,6 @@ seealso:
   - module: gpuops.training.node_health_info
   - module: gpuops.training.node_health_jobs
   - module: gpuops.training.node_health_quarantine
-  - role: gpuops.training.node_health
 """
 
 EXAMPLES = r"""
