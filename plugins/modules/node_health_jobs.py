@@ -208,7 +208,8 @@ def main():
                 "choices": ["Always", "IfNotPresent", "Never"],
                 "default": "IfNotPresent",
             },
-            "image_pull_secrets": {"type": "list", "elements": "str", "default": []},
+            # Names of Secrets, never their contents.
+            "image_pull_secrets": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "nodes": {"type": "list", "elements": "str", "default": []},
             "node_selector": {"type": "str", "default": ""},
             "checks": {
