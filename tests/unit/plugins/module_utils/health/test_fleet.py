@@ -15,12 +15,12 @@ FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "health"
 A100_FAULT = FIXTURES / "nvidia-smi-a100-sxm4-r535-derived-ecc-powerbrake.xml"
 P100 = FIXTURES / "nvidia-smi-tesla-p100-r510.xml"
 XID79 = FIXTURES / "journal-xid79-fallen-off-bus.log"
-BOTH = ["nvidia_smi", "kernel_log"]
+BOTH = ("nvidia_smi", "kernel_log")
 
 
 def result(*paths, checks=BOTH):
     """What node_health_info returns for these saved outputs."""
-    return judge_saved([str(path) for path in paths], checks)
+    return judge_saved([str(path) for path in paths], list(checks))
 
 
 @pytest.fixture(scope="module")
