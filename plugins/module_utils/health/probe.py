@@ -552,7 +552,9 @@ def _wait_and_read(api, params, jobs, created, entries, sleep):
                         "the probe logs", read_log, api, namespace, pod["metadata"]["name"], CONTAINER
                     )
                 except ApiException as error:
-                    log, message = None, refused("read the log of pod %s" % pod["metadata"]["name"], error)
+                    unread = refused("read the log of pod %s" % pod["metadata"]["name"], error)
+                    log, message = None, "; ".join(part for part in (message, unread) if part)
+                    break
                 if state != "succeeded" or result_of_log(log) is not None or attempt == LOG_READS - 1:
                     break
                 sleep(1)
