@@ -86,7 +86,6 @@ changed_files:
 import glob
 import json
 import os
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import missing_required_lib
@@ -99,6 +98,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.report_document im
     render_html,
     render_markdown,
 )
+from ansible_collections.gpuops.training.plugins.module_utils.report_files import differs, write_atomically
 from ansible_collections.gpuops.training.plugins.module_utils.run_fleet import ranks_csv
 
 RANKS_CSV = "ranks.csv"
@@ -140,28 +140,6 @@ def build_files(summary, dest, formats, plots):
     return files
 
 
-def _differs(path, content):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read() != content
-    except FileNotFoundError:
-        return True
-
-
-def _write_atomically(path, content):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main():
     module = build_module(
         argument_spec=dict(
@@ -198,7 +176,7 @@ def main():
     paths = {name: os.path.join(dest, name) for name in files}
     try:
         changed_files = sorted(
-            paths[name] for name, (_kind, content) in files.items() if _differs(paths[name], content)
+            paths[name] for name, (_kind, content) in files.items() if differs(paths[name], content)
         )
     except OSError as exc:
         module.fail_json(msg="dest: cannot read the report in %s: %s" % (dest, exc))
@@ -207,7 +185,7 @@ def main():
             os.makedirs(dest, exist_ok=True)
             for name, (_kind, content) in files.items():
                 if paths[name] in changed_files:
-                    _write_atomically(paths[name], content)
+                    write_atomically(paths[name], content)
         except OSError as exc:
             module.fail_json(msg="dest: cannot write the report into %s: %s" % (dest, exc),
                              exception=traceback.format_exc())  # fmt: skip

@@ -371,6 +371,11 @@ class FleetJob:
         return paths
 
 
+def pod_node(pod):
+    """The node a pod is bound to (a FleetLogServer key); None before it is."""
+    return (pod.get("spec") or {}).get("nodeName")
+
+
 def placed(log: str, host: str, node: str) -> str:
     """A pod's log as the pod printed it on ``node`` with host name ``host``."""
     return log.replace(HOST, host).replace(NODE, node)
@@ -387,14 +392,16 @@ def to_cri(text: str, start: dt.datetime, step: dt.timedelta = dt.timedelta(micr
 
 
 class FleetLogServer(threading.Thread):
-    """Serve every pod of the namespace its log (``logs[node_index(pod)]``, a file of
+    """Serve every pod of the namespace its log (``logs[key(pod)]``, a file of
     :meth:`FleetJob.write_logs`, in CRI form) once the scheduler has placed it, with its host
-    name and node filled in, through a kwok ``Logs`` object; pods of ``annotate`` (by index) get
+    name and node filled in, through a kwok ``Logs`` object; pods of ``annotate`` (by key) get
     those annotations at the same time (``gpuops.test/fail`` and its exit code and reason make
-    kwok end that pod so)."""
+    kwok end that pod so). ``key`` is :func:`node_index` unless given (``pod_node`` serves each
+    node's pod its own log, whatever created it)."""
 
-    def __init__(self, api_client, state_dir, namespace, logs, annotate=None, interval=0.5):
+    def __init__(self, api_client, state_dir, namespace, logs, annotate=None, interval=0.5, key=None):
         super().__init__(daemon=True)
+        self.key = key or node_index
         from kubernetes import client
 
         self.core = client.CoreV1Api(api_client)
@@ -402,7 +409,7 @@ class FleetLogServer(threading.Thread):
         self.state_dir = Path(state_dir)
         self.namespace = namespace
         self.logs = logs
-        self.annotate = annotate or {}
+        self.annotate = {} if annotate is None else annotate
         self.interval = interval
         self.served = {}
         self.errors = []
@@ -414,7 +421,7 @@ class FleetLogServer(threading.Thread):
                 listing = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
                 for pod in json.loads(listing.data)["items"]:
                     name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
-                    index = node_index(pod)
+                    index = self.key(pod)
                     if name not in self.served and index in self.logs and node:
                         self._serve(pod, index)
                         self.served[name] = node

@@ -108,6 +108,12 @@ def _first_line(text: str) -> str:
     return ""
 
 
+def _has_entries(text: str) -> bool:
+    """Whether a kernel log read live holds a line of the log, not only journalctl's own
+    notes (``-- No entries --``, ``-- Boot ... --``)."""
+    return any(line.strip() and not line.startswith("-- ") for line in (text or "").splitlines())
+
+
 class _Result:
     def __init__(self) -> None:
         self.findings: list[dict] = []
@@ -245,23 +251,35 @@ def _kernel_log_live(
     if journalctl:
         argv = [journalctl] + list(JOURNALCTL_ARGV)
         rc, out, err = run_command(argv)
-        if rc == 0:
+        if rc == 0 and _has_entries(out):
             result.sources.append({"path": " ".join(argv), "kind": KIND_KERNEL_LOG})
             result.kernel_log(out, "journalctl -k")
             return
         # No journal (a container, a volatile journal not kept): dmesg still has the ring.
-        tried.append("journalctl -k exited with %d: %s" % (rc, _first_line(err) or "no output"))
+        # journalctl that finds no journal file for this boot says "-- No entries --" and exits
+        # with 0 (systemd 252): that is no kernel log, not a clean one.
+        if rc == 0:
+            tried.append(
+                "journalctl -k -b found no entries (%s)"
+                % (_first_line(err) or _first_line(out) or "no output")
+            )
+        else:
+            tried.append("journalctl -k exited with %d: %s" % (rc, _first_line(err) or "no output"))
     else:
         tried.append("journalctl is not on PATH")
     dmesg = get_bin_path("dmesg")
     if dmesg:
         rc, out, err = run_command([dmesg])
-        if rc == 0:
+        if rc == 0 and _has_entries(out):
             result.sources.append({"path": dmesg, "kind": KIND_KERNEL_LOG})
             result.kernel_log(out, "dmesg")
             return
-        # kernel.dmesg_restrict=1 lets only root read the ring.
-        tried.append("dmesg exited with %d: %s" % (rc, _first_line(err) or "no output"))
+        if rc == 0:
+            # A running kernel's ring is never empty: nothing was read.
+            tried.append("dmesg printed nothing")
+        else:
+            # kernel.dmesg_restrict=1 lets only root read the ring.
+            tried.append("dmesg exited with %d: %s" % (rc, _first_line(err) or "no output"))
     else:
         tried.append("dmesg is not on PATH")
     result.not_run.append(_not_run("kernel_log", "; ".join(tried)))

@@ -242,6 +242,46 @@ PROBE_IMAGES = st.one_of(st.sampled_from(["", "localhost/site/pause:3.10", "loca
 PROBE_UIDS = st.lists(st.one_of(st.sampled_from([0, 65534, -1, 2**32, 10**30]), st.integers()), max_size=3)
 
 
+# A health pass's nodes as node_health_jobs returns them, and a quarantine's result.
+HEALTH_RESULT = {
+    "verdict": "isolate",
+    "summary": "isolate: 1 isolate; checked nvidia_smi",
+    "complete": True,
+    "findings": [
+        {"device": "GPU 0", "check": "xid_48", "class": "isolate", "reason": "a DBE", "remedy": "drain it"}
+    ],
+    "not_run": [],
+}
+HEALTH_NODES = [
+    {"node": "gpu-1", "result": HEALTH_RESULT},
+    {"node": "gpu-2", "result": None, "error": "the node is not Ready"},
+]
+health_nodes = st.one_of(
+    st.just(HEALTH_NODES),
+    st.lists(
+        st.one_of(
+            replace_one(HEALTH_NODES[0]),
+            st.builds(lambda result: {"node": "gpu-3", "result": result}, replace_one(HEALTH_RESULT)),
+            anything,
+        ),
+        max_size=3,
+    ),
+    anything,
+)
+QUARANTINE_RESULT = {
+    "nodes": [{"node": "gpu-1", "action": "quarantine", "check": "xid_48", "reason": "r", "was": None}],
+    "max_percent": 10,
+    "allowed": 1,
+    "over_cap": False,
+    "message": "Quarantine: quarantined gpu-1.",
+}
+READY_NODE = {
+    "metadata": {"name": "gpu-1", "resourceVersion": "7"},
+    "spec": {"taints": [{"key": "gpuops.training/unhealthy", "value": "xid_48", "effect": "NoSchedule"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
 class Case:
     """What a module gets (``base`` arguments, ``overrides`` per option) and how it may end.
 
@@ -323,6 +363,45 @@ CASES = {
                 anything,
             ),
         },
+    ),
+    "node_health_report": Case(
+        base={"run_id": "health-1", "platform": "ssh", "dest": WS + "/report", "nodes": HEALTH_NODES},
+        overrides={
+            "nodes": health_nodes,
+            "quarantine": st.one_of(
+                st.just({}), st.just(QUARANTINE_RESULT), replace_one(QUARANTINE_RESULT), anything
+            ),
+        },
+        writes=run_report_writes,
+    ),
+    # The Jobs' API calls are served (health.probe's readers); the wait ends the example at its first sleep.
+    "node_health_jobs": Case(
+        base={"run_id": "health-1", "namespace": "gpuops-node-health", "image": "registry.example/ee:1"},
+        overrides={
+            "nodes": st.one_of(st.just(["gpu-1"]), st.lists(text, max_size=2)),
+            "pod_annotations": st.one_of(
+                st.just({"a.example/b": "c"}), st.dictionaries(text, anything, max_size=2)
+            ),
+            "cpu": st.one_of(st.sampled_from(["100m", "0", "-1", "1e3", "lots"]), text),
+            "memory": st.one_of(st.sampled_from(["512Mi", "0", "1.5Gi", "Mi"]), text),
+        },
+        served={
+            "read_namespace": lambda *args: {"metadata": {"name": "gpuops-node-health"}},
+            "list_nodes": lambda *args: [READY_NODE],
+            "read_node": lambda *args: READY_NODE,
+            "create_job": lambda *args: {},
+            "list_jobs": lambda *args: [],
+            "list_pods": lambda *args: [],
+            "read_log": lambda *args: "",
+            "delete_job": lambda *args: None,
+        },
+        served_from="module_utils.health.probe",
+    ),
+    "node_health_quarantine": Case(
+        base={"nodes": HEALTH_NODES, "run_id": "health-1"},
+        overrides={"nodes": health_nodes},
+        served={"read_node": lambda *args: READY_NODE, "patch_node": lambda *args: READY_NODE},
+        served_from="module_utils.health.quarantine",
     ),
     "node_preflight_info": Case(
         base={
@@ -690,6 +769,18 @@ REGRESSIONS = {
     "nccl_log_info": [
         ({"content": "x", "expect": False}, False, None),
         ({"content": "x", "expect": {"nranks": float("inf")}}, False, None),
+    ],
+    # A valid pass, served: the Jobs are made and the wait begins; the quarantine patches (not in check mode).
+    "node_health_jobs": [
+        (
+            {"run_id": "health-1", "namespace": "gpuops-node-health", "image": "registry.example/ee:1"},
+            False,
+            "served",
+        )
+    ],
+    "node_health_quarantine": [
+        ({"nodes": HEALTH_NODES, "run_id": "health-1"}, False, "served"),
+        ({"nodes": HEALTH_NODES, "run_id": "health-1", "max_percent": 0}, True, "served"),
     ],
     "node_preflight_info": [({"login_user": "a\x00b"}, False, None)],
     "original_file": [({"path": WS + "/etc/a\x00b", "marker": "m"}, False, None)],

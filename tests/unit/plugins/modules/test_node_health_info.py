@@ -191,6 +191,28 @@ def test_a_failing_nvidia_smi_isolates_and_a_failing_journal_falls_back_to_dmesg
     assert result["not_run"] == []
 
 
+def test_a_journal_without_entries_is_no_kernel_log_and_falls_back_to_dmesg(run_module, node_bin, tmp_path):
+    # What systemd 252's journalctl prints in a container without the host's journal: exit 0.
+    fake_tool(node_bin, "journalctl", tmp_path / "no-entries", stderr="No journal files were found.\n")
+    (tmp_path / "no-entries").write_text("-- No entries --\n")
+    fake_tool(node_bin, "dmesg", XID79)
+    run = run_module(node_health_info.main, {"checks": ["kernel_log"], "sysfs_root": str(tmp_path)})
+    assert checks_of(run.result) == [("xid_79", "reboot")]
+    assert run.result["sources"][-1]["path"].endswith("dmesg")
+    # Neither prints a line of the log: the check did not run, it did not pass.
+    (tmp_path / "empty").write_text("")
+    fake_tool(node_bin, "dmesg", tmp_path / "empty")
+    run = run_module(node_health_info.main, {"checks": ["kernel_log"], "sysfs_root": str(tmp_path)})
+    assert run.result["findings"] == [] and run.result["complete"] is False
+    assert run.result["not_run"] == [
+        {
+            "check": "kernel_log",
+            "reason": "journalctl -k -b found no entries (No journal files were found.); "
+            "dmesg printed nothing",
+        }
+    ]
+
+
 def test_an_unreadable_kernel_log_is_not_run(run_module, node_bin, tmp_path):
     fake_tool(node_bin, "dmesg", rc=1, stderr="dmesg: read kernel buffer failed: Operation not permitted\n")
     run = run_module(
