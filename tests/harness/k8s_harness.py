@@ -1275,12 +1275,21 @@ class Harness:
         for path in files:
             args += ["-f", str(path)]
         self.kubectl(*args)
-        self.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            *[f"crd/{name}" for name in ALL_CRD_NAMES],
-        )
+        self.wait_crds_established(ALL_CRD_NAMES)
+
+    def wait_crds_established(self, names, timeout: float = 60) -> None:
+        """Wait for CRDs to be Established. kubectl wait fails at once ("accessor error: <nil>")
+        on a CRD whose status has no conditions yet, just after it was created: ask again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.kubectl("wait", "--for=condition=Established", "--timeout=%ds" % max(1, timeout),
+                             *[f"crd/{name}" for name in names])  # fmt: skip
+                return
+            except HarnessError as error:
+                if "accessor error" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def _component_security_args(self, name: str) -> list[str]:
         return [

@@ -364,9 +364,7 @@ def olm_crds(k8s_cluster):
         for path in olm_crd_files(k8s_cluster.harness.builder):
             args += ["-f", str(path)]
         k8s_cluster.kubectl(*args)
-        k8s_cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", *["crd/" + n for n in OLM_CRD_NAMES]
-        )
+        k8s_cluster.harness.wait_crds_established(OLM_CRD_NAMES)
 
     yield install
     remove()
