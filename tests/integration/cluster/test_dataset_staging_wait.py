@@ -17,7 +17,6 @@ import json
 import re
 import secrets
 import threading
-import time
 
 import pytest
 
@@ -112,7 +111,6 @@ def staged(k8s_cluster, run_role, tmp_path_factory):
     logs.start()
 
     def stage(name):
-        started = time.monotonic()
         runs[name]["run"] = run_role(
             "dataset_staging",
             {
@@ -126,7 +124,6 @@ def staged(k8s_cluster, run_role, tmp_path_factory):
                 "dataset_staging_stuck_timeout": STUCK_S,
             },
         )
-        runs[name]["seconds"] = time.monotonic() - started
 
     threads = [threading.Thread(target=stage, args=(name,)) for name in runs]
     for thread in threads:
@@ -164,7 +161,7 @@ def test_a_claim_no_volume_binds_ends_the_staging_at_the_stuck_time_naming_the_p
     ), output
     stuck_for = int(re.search(r"it has not gone on for (\d+) s \(stuck_timeout %d s\)" % STUCK_S, output)[1])
     assert STUCK_S <= stuck_for < STUCK_S + 30, output
-    assert entry["seconds"] < 300
+    assert "did not finish within" not in output
     assert re.search(
         r"pod %s/dataset-staging-[a-z0-9]+: not scheduled for \d+ s \(Unschedulable: " % namespace, output
     )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 import pytest
 from cluster_helpers import create_checkpoint_pvc, create_launch_namespace, delete_launch_namespace, wait_for
@@ -104,7 +103,6 @@ class Outcome:
         self.namespace = namespace
         self.runs_dir = runs_dir
         self.run = None
-        self.seconds = None
         self.error = None
 
     @property
@@ -127,12 +125,10 @@ def stuck_runs(k8s_cluster, run_playbook, tmp_path_factory):
         launcher, _objects, settings = SCENARIOS[name]
         outcome = outcomes[name]
         variables = launch_vars(k8s_cluster, outcome.namespace, outcome.runs_dir, launcher, **settings)
-        started = time.monotonic()
         try:
             outcome.run = run_playbook(PLAYBOOK, INVENTORY, variables, timeout=600)
         except Exception as error:  # the test of that scenario reports it
             outcome.error = repr(error)
-        outcome.seconds = time.monotonic() - started
 
     threads = [threading.Thread(target=play, args=(name,)) for name in SCENARIOS]
     for thread in threads:
@@ -160,7 +156,6 @@ def stuck_for(output):
 def assert_ended_at_the_stuck_time(cluster, outcome, resource):
     output = ended(outcome)
     assert STUCK_S <= stuck_for(output) < STUCK_S + 30, output
-    assert outcome.seconds < LONG_DEADLINE_S, outcome.seconds
     assert "did not finish within" not in output
     # The workload was deleted, so that it does not start later unwatched (or keep its GPUs).
     assert wait_for(lambda: not get_json(cluster, resource, "-n", outcome.namespace)["items"], timeout=60)
