@@ -99,9 +99,7 @@ def test_a_node_folder_on_openshift_is_refused_naming_the_pvc_source(
     manifest.write_text(json.dumps(CLUSTER_VERSION_CRD))
     k8s_cluster.kubectl("apply", "-f", str(manifest))
     try:
-        k8s_cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/clusterversions.config.openshift.io"
-        )
+        k8s_cluster.harness.wait_crds_established(["clusterversions.config.openshift.io"])
         version = tmp_path / "clusterversion.json"
         version.write_text(json.dumps(CLUSTER_VERSION))
         k8s_cluster.kubectl("apply", "-f", str(version))

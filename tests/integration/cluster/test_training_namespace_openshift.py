@@ -102,7 +102,7 @@ def test_without_openshift_auto_creates_no_scc_and_true_fails_before_any_change(
     finally:
         delete_everything(k8s_cluster, namespace, priority_class)
         k8s_cluster.kubectl("apply", "--server-side", "-f", str(crd_file))
-        k8s_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/" + SCC_CRD)
+        k8s_cluster.harness.wait_crds_established([SCC_CRD])
 
 
 def test_the_scc_its_role_and_binding_are_created_and_a_second_converge_changes_nothing(

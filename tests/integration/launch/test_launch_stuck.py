@@ -284,9 +284,7 @@ def test_on_openshift_a_launch_as_the_default_serviceaccount_is_refused_before_a
     crd.write_text(json.dumps(CLUSTER_VERSION_CRD))
     k8s_cluster.kubectl("apply", "-f", str(crd))
     try:
-        k8s_cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/clusterversions.config.openshift.io"
-        )
+        k8s_cluster.harness.wait_crds_established(["clusterversions.config.openshift.io"])
         version = tmp_path / "clusterversion.json"
         version.write_text(json.dumps(CLUSTER_VERSION))
         k8s_cluster.kubectl("apply", "-f", str(version))
