@@ -191,7 +191,7 @@ cluster-demo: collection harness-build trainer-image
 # parts; the running ones end first.
 NICE := nice -n 10
 test: system-packages venv
-	@mkdir -p .build && rm -f $(TIMES)
+	@mkdir -p .build && rm -f $(TIMES) $(CPU_LOG)
 	@$(MAKE) --no-print-directory collection
 	@trap '$(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT; \
 	$(MAKE) --no-print-directory -j4 --output-sync=target checks-then-host integration-harness-real-node \
@@ -224,7 +224,11 @@ ansible-lint: collection
 # runs by default; MARKERS picks a tier, e.g. `make unit MARKERS="not distributed"`.
 MARKERS ?=
 PYTEST_MARKERS = $(if $(MARKERS),-m "$(MARKERS)")
-PYTEST = $(BIN)/python -m pytest $(PYTEST_MARKERS)
+# Every suite reports the tests that cost the most CPU (tests/tools/cpu_durations.py) and logs
+# each test's CPU and wall seconds to CPU_LOG: on 2 cores, CPU is what the suites share.
+CPU_LOG := .build/test-cpu.tsv
+PYTEST = env PYTHONPATH=$(CURDIR)/tests/tools $(BIN)/python -m pytest -p cpu_durations \
+  --cpu-durations-log=$(CURDIR)/$(CPU_LOG) $(PYTEST_MARKERS)
 
 # The quick loop while editing (under 3 minutes on 2 cores): ruff, ansible-lint and the tests
 # of the fast tier - no torchrun, no harness, no podman. ansible-lint and the two test suites
@@ -237,10 +241,10 @@ check:
 unit: unit-collection unit-trainer
 
 unit-collection: collection
-	$(TIMED) unit-collection -- $(PYTEST) tests/unit
+	$(TIMED) unit-collection -- $(PYTEST) --cpu-durations=10 tests/unit
 
 unit-trainer: collection
-	$(TIMED) unit-trainer -- $(PYTEST) training/tests
+	$(TIMED) unit-trainer -- $(PYTEST) --cpu-durations=15 training/tests
 
 # ansible-test must run outside any git checkout (inside one it only sees tracked files),
 # so the built artifact is installed into a directory of its own under /tmp.
@@ -276,14 +280,14 @@ integration-harness: collection harness-build trainer-image registry execution-e
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness-real-node integration-harness-simulated
 
 integration-harness-real-node: collection harness-build trainer-image registry execution-environment
-	$(TIMED) "integration-harness: real node (lane)" -- $(PYTEST) --durations=15 $(INTEGRATION_ON_REAL_NODE_HARNESS)
+	$(TIMED) "integration-harness: real node (lane)" -- $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_REAL_NODE_HARNESS)
 
 integration-harness-simulated: collection harness-build trainer-image registry execution-environment
 	$(SIMULATED_HARNESS_ENV) $(TIMED) "integration-harness: simulated nodes (lane)" -- \
-	  $(PYTEST) --durations=15 $(INTEGRATION_ON_SIMULATED_HARNESS)
+	  $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_SIMULATED_HARNESS)
 
 INTEGRATION_HOST_RUN = $(TIMED) integration-host -- \
-  $(PYTEST) --durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
+  $(PYTEST) --durations=15 --cpu-durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
 integration-host: collection harness-build node-image trainer-image registry execution-environment
 	$(INTEGRATION_HOST_RUN)
 

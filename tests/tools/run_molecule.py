@@ -14,6 +14,7 @@ Usage: run_molecule.py [SCENARIO ...]   (default: every molecule/*/molecule.yml)
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -50,6 +51,11 @@ def harness(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
+def reaped_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(argv: list[str]) -> int:
     known = all_scenarios()
     unknown = [name for name in argv if name not in known]
@@ -60,7 +66,9 @@ def main(argv: list[str]) -> int:
     molecule = str(Path(sys.executable).with_name("molecule"))
     started_here = False
     failed: list[str] = []
-    timings: list[tuple[str, float, bool]] = []
+    # Each scenario's wall-clock and CPU seconds (Molecule and the ansible-playbook runs it reaped;
+    # the containers' own processes belong to podman's conmon and are not counted).
+    timings: list[tuple[str, float, float, bool]] = []
     try:
         for scenario in ordered(argv or known):
             if uses_harness(scenario) and scenario != STARTS_ITS_OWN_HARNESS and not started_here:
@@ -70,9 +78,10 @@ def main(argv: list[str]) -> int:
                     print("the Molecule scenarios' harness did not start (output above)", file=sys.stderr)
                     return 1
                 started_here = "already up" not in up.stderr
-            began = time.monotonic()
+            began, cpu_before = time.monotonic(), reaped_cpu_seconds()
             result = subprocess.run([molecule, "test", "-s", scenario], cwd=REPO_ROOT, env=env, check=False)
-            timings.append((scenario, time.monotonic() - began, result.returncode == 0))
+            cpu = reaped_cpu_seconds() - cpu_before
+            timings.append((scenario, time.monotonic() - began, cpu, result.returncode == 0))
             if result.returncode != 0:
                 failed.append(scenario)
     finally:
@@ -81,12 +90,14 @@ def main(argv: list[str]) -> int:
             if down.returncode != 0:
                 print(down.stdout + down.stderr, file=sys.stderr)
                 failed.append("(the harness did not come down)")
-    for scenario, seconds, passed in timings:
-        print(f"molecule {scenario:<24} {'passed' if passed else 'FAILED'} in {seconds:.0f} s")
+    for scenario, seconds, cpu, passed in timings:
+        print(
+            f"molecule {scenario:<24} {'passed' if passed else 'FAILED'} in {seconds:.0f} s ({cpu:.0f} CPU s)"
+        )
     if failed:
         print(f"Molecule failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    total = sum(seconds for _scenario, seconds, _passed in timings)
+    total = sum(seconds for _scenario, seconds, _cpu, _passed in timings)
     print(f"Molecule: {len(timings)} scenarios passed in {total:.0f} s")
     return 0
 

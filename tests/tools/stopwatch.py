@@ -5,8 +5,11 @@
 
 `run` exits with COMMAND's status, so a recipe stays as strict as without it. The parts of
 `make test` run side by side (the harness lane, the checks then the host's tests, and Molecule,
-with the builds they need): the table gives each part's own wall-clock time, its start offset
-from the first part, and the whole run from the first start to the last end.
+with the builds they need): the table gives each part's own wall-clock time, the CPU time of
+its process tree (the command and every process reaped under it: a daemon such as a harness's
+API server counts only when the part stopped and reaped it), its start offset from the first part, and the
+whole run from the first start to the last end. On 2 cores the parts compete for the CPU, so
+the CPU column, not the wall-clock one, says which part to make cheaper.
 """
 
 from __future__ import annotations
@@ -20,26 +23,34 @@ import time
 
 def run(log: str, name: str, command: list[str]) -> int:
     started = time.time()
+    cpu_seconds = 0.0
     try:
-        status = subprocess.call(command)
+        child = subprocess.Popen(command)
     except OSError as error:
         print("stopwatch: cannot run %s: %s" % (command[0], error), file=sys.stderr)
         status = 127
+    else:
+        # wait4 rather than wait: the child's rusage covers it and every descendant it reaped.
+        _pid, wait_status, usage = os.wait4(child.pid, 0)
+        child.returncode = status = os.waitstatus_to_exitcode(wait_status)
+        cpu_seconds = usage.ru_utime + usage.ru_stime
     ended = time.time()
     os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
     with open(log, "a", encoding="utf-8") as out:
-        out.write("%s\t%.3f\t%.3f\t%d\n" % (name, started, ended, status))
-    return status
+        out.write("%s\t%.3f\t%.3f\t%d\t%.1f\n" % (name, started, ended, status, cpu_seconds))
+    return status if status >= 0 else 128 - status
 
 
-def read(log: str) -> list[tuple[str, float, float, int]]:
+def read(log: str) -> list[tuple[str, float, float, int, float | None]]:
+    """The log's rows; a row from before the CPU column has None there."""
     rows = []
     try:
         with open(log, encoding="utf-8") as stream:
             for line in stream:
                 fields = line.rstrip("\n").split("\t")
-                if len(fields) == 4:
-                    rows.append((fields[0], float(fields[1]), float(fields[2]), int(fields[3])))
+                if len(fields) in (4, 5):
+                    cpu = float(fields[4]) if len(fields) == 5 else None
+                    rows.append((fields[0], float(fields[1]), float(fields[2]), int(fields[3]), cpu))
     except FileNotFoundError:
         pass
     return rows
@@ -53,17 +64,23 @@ def table(log: str) -> str:
     rows = read(log)
     if not rows:
         return "stopwatch: no part was timed (%s is empty)" % log
-    first = min(started for _name, started, _ended, _status in rows)
-    last = max(ended for _name, _started, ended, _status in rows)
-    width = max(len(name) for name, *_rest in rows)
-    lines = ["%-*s  %12s  %12s  %s" % (width, "part", "time", "started at", "result")]
-    for name, started, ended, status in sorted(rows, key=lambda row: row[1]):
+    first = min(row[1] for row in rows)
+    last = max(row[2] for row in rows)
+    width = max(len(row[0]) for row in rows)
+    row_format = "%-*s  %12s  %12s  %12s  %s"
+    lines = [row_format % (width, "part", "time", "cpu time", "started at", "result")]
+    for name, started, ended, status, cpu in sorted(rows, key=lambda row: row[1]):
         result = "ok" if status == 0 else "FAILED (exit %d)" % status
+        cpu_text = "-" if cpu is None else minutes(cpu)
         lines.append(
-            "%-*s  %12s  %12s  %s" % (width, name, minutes(ended - started), minutes(started - first), result)
+            row_format % (width, name, minutes(ended - started), cpu_text, minutes(started - first), result)
         )
-    lines.append("%-*s  %12s" % (width, "whole run", minutes(last - first)))
-    return "\n".join(lines)
+    counted = [row[4] for row in rows if row[4] is not None]
+    lines.append(
+        row_format
+        % (width, "whole run", minutes(last - first), minutes(sum(counted)) if counted else "-", "", "")
+    )
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def main(argv: list[str] | None = None) -> int:
