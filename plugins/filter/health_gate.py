@@ -96,16 +96,22 @@ def _mapping(name, value):
     return value
 
 
-def health_gate(items, order, classes=("isolate",), needed=None, quarantine=None, affinity=None, more_checks=None):
+def health_gate(
+    items, order, classes=("isolate",), needed=None, quarantine=None, affinity=None, more_checks=None
+):
     if not isinstance(order, list) or not all(isinstance(name, str) for name in order):
         raise AnsibleFilterError("health_gate: order must be a list of node names, got %r" % (order,))
     if not isinstance(classes, (list, tuple)):
-        raise AnsibleFilterError("health_gate: classes must be a list of finding classes, got %r" % (classes,))
+        raise AnsibleFilterError(
+            "health_gate: classes must be a list of finding classes, got %r" % (classes,)
+        )
     quarantine = _mapping("quarantine", quarantine)
     if not isinstance(quarantine.get("nodes") or [], list) or not all(
         isinstance(row, dict) for row in quarantine.get("nodes") or []
     ):
-        raise AnsibleFilterError("health_gate: quarantine.nodes must be a list of rows, got %r" % (quarantine,))
+        raise AnsibleFilterError(
+            "health_gate: quarantine.nodes must be a list of rows, got %r" % (quarantine,)
+        )
     more_checks = _mapping("more_checks", more_checks)
     if not all(isinstance(value, dict) for value in more_checks.values()):
         raise AnsibleFilterError("health_gate: more_checks must map nodes to {outcome, check, reason}")
@@ -123,15 +129,23 @@ def health_gate(items, order, classes=("isolate",), needed=None, quarantine=None
 
 def health_gate_candidates(nodes, settings):
     if not isinstance(nodes, list) or not all(isinstance(node, dict) for node in nodes):
-        raise AnsibleFilterError("health_gate_candidates: nodes must be a list of Node objects, got %r" % (nodes,))
+        raise AnsibleFilterError(
+            "health_gate_candidates: nodes must be a list of Node objects, got %r" % (nodes,)
+        )
     if not isinstance(settings, dict):
-        raise AnsibleFilterError("health_gate_candidates: settings must be the run's settings, got %r" % (settings,))
+        raise AnsibleFilterError(
+            "health_gate_candidates: settings must be the run's settings, got %r" % (settings,)
+        )
     tolerations = settings.get("tolerations") or []
     selector = settings.get("node_selector") or {}
     if not isinstance(tolerations, list) or not all(isinstance(item, dict) for item in tolerations):
-        raise AnsibleFilterError("health_gate_candidates: tolerations must be a list of tolerations, got %r" % (tolerations,))
+        raise AnsibleFilterError(
+            "health_gate_candidates: tolerations must be a list of tolerations, got %r" % (tolerations,)
+        )
     if not isinstance(selector, dict):
-        raise AnsibleFilterError("health_gate_candidates: node_selector must be a mapping of labels, got %r" % (selector,))
+        raise AnsibleFilterError(
+            "health_gate_candidates: node_selector must be a mapping of labels, got %r" % (selector,)
+        )
     try:
         candidates, excluded = gate.candidate_nodes(nodes, pod_scheduling.tolerations(settings), selector)
     except (AttributeError, TypeError, ValueError) as error:

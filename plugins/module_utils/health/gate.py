@@ -42,7 +42,8 @@ def gate_problems(s, var):
     minimum = s.get("gate_min_nodes", 0)
     if isinstance(minimum, bool) or as_int(minimum) is None or as_int(minimum) < 0:
         found.append(
-            "%s must be 0 (the run's own count) or a number of nodes, got %r" % (var("gate_min_nodes"), minimum)
+            "%s must be 0 (the run's own count) or a number of nodes, got %r"
+            % (var("gate_min_nodes"), minimum)
         )
     if gate not in GATES or gate == "none":
         return found
@@ -72,8 +73,10 @@ def _tolerated(taint, tolerations):
         key = toleration.get("key") or ""
         if operator == "Exists" and key in ("", taint.get("key")):
             return True
-        if operator == "Equal" and key == taint.get("key") and (toleration.get("value") or "") == (
-            taint.get("value") or ""
+        if (
+            operator == "Equal"
+            and key == taint.get("key")
+            and (toleration.get("value") or "") == (taint.get("value") or "")
         ):
             return True
     return False
@@ -82,6 +85,11 @@ def _tolerated(taint, tolerations):
 def _label_text(value):
     # YAML turns a label value such as true into a bool; the API server holds the string.
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _taint_text(taint):
+    value = ("=" + str(taint["value"])) if taint.get("value") else ""
+    return "%s%s:%s" % (taint.get("key"), value, taint.get("effect"))
 
 
 def candidate_nodes(nodes, tolerations, node_selector=None):
@@ -113,10 +121,7 @@ def candidate_nodes(nodes, tolerations, node_selector=None):
                 {
                     "node": name,
                     "reason": "the run does not tolerate its taint %s"
-                    % ", ".join(
-                        "%s%s:%s" % (t.get("key"), ("=" + t["value"]) if t.get("value") else "", t.get("effect"))
-                        for t in blocking
-                    ),
+                    % ", ".join(map(_taint_text, blocking)),
                 }
             )
             continue
@@ -157,7 +162,9 @@ def decide(order, items, classes, needed, quarantine=None, more_checks=None):
     if problem:
         raise fleet.HealthFleetError(problem)
     if isinstance(needed, bool) or as_int(needed) is None or as_int(needed) < 1:
-        raise fleet.HealthFleetError("needed: a number of nodes of at least 1 is expected, got %r" % (needed,))
+        raise fleet.HealthFleetError(
+            "needed: a number of nodes of at least 1 is expected, got %r" % (needed,)
+        )
     needed = as_int(needed)
     entries = {entry["node"]: entry for entry in fleet.entries_of(items or [])}
     passed, failed, unverified, warned = [], [], [], []
@@ -171,9 +178,11 @@ def decide(order, items, classes, needed, quarantine=None, more_checks=None):
             unverified.append({"node": name, "reason": _why_unverified(entry)})
         elif name in (more_checks or {}):
             found = more_checks[name]
-            reason = "%s: %s" % (found.get("check") or "a further check", found.get("reason") or "no reason given")
+            check = found.get("check") or "a further check"
+            reason = "%s: %s" % (check, found.get("reason") or "no reason given")
             if found.get("outcome") == "not_run":
-                unverified.append({"node": name, "reason": "not verified, %s did not run (never a pass)" % reason})
+                why = "not verified, %s did not run (never a pass)" % reason
+                unverified.append({"node": name, "reason": why})
             else:
                 failed.append({"node": name, "reason": reason})
         else:

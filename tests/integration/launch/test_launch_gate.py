@@ -150,7 +150,8 @@ def test_the_bad_node_is_quarantined_and_named_and_the_run_verified_on_the_other
     assert "The run avoids: %s" % a in output
     assert "PASSED (2/2 ranks reported" in output
     node = get_json(gated["cluster"], "node", a)
-    assert {"key": TAINT, "value": "ecc_uncorrectable_volatile", "effect": "NoSchedule"} in node["spec"]["taints"]
+    quarantined = {"key": TAINT, "value": "ecc_uncorrectable_volatile", "effect": "NoSchedule"}
+    assert quarantined in node["spec"]["taints"]
     assert node["metadata"]["annotations"]["gpuops.training/unhealthy-run"] == "gt-enough-gate"
     for other in gated["nodes"][1:]:
         taints = get_json(gated["cluster"], "node", other)["spec"]["taints"]

@@ -362,8 +362,13 @@ GATE_NODE = {
     "metadata": {"name": "a", "labels": {"pool": "a"}},
     "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
 }
-GATE_SETTINGS = {"node_selector": {"pool": "a"}, "tolerations": [], "gpu_toleration": True, "gpus_per_node": 1,
-                 "gpu_resource": "nvidia.com/gpu"}  # fmt: skip
+GATE_SETTINGS = {
+    "node_selector": {"pool": "a"},
+    "tolerations": [],
+    "gpu_toleration": True,
+    "gpus_per_node": 1,
+    "gpu_resource": "nvidia.com/gpu",
+}
 gate_items = like(st.just(GATE_ITEMS), replace_one(GATE_ITEMS[0]).map(lambda item: [item]))
 gate_nodes = like(st.just([GATE_NODE]), replace_one(GATE_NODE).map(lambda node: [node]))
 

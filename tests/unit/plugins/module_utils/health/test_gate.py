@@ -33,8 +33,10 @@ def results():
 
 
 def items(results, **kinds):
-    return [{"node": name, "result": results[kind] if kind else None, "error": None if kind else "unreachable"}
-            for name, kind in kinds.items()]  # fmt: skip
+    return [
+        {"node": name, "result": results[kind] if kind else None, "error": None if kind else "unreachable"}
+        for name, kind in kinds.items()
+    ]
 
 
 def kube_node(name, labels=None, taints=(), unschedulable=False):
@@ -58,8 +60,13 @@ def test_the_candidates_are_the_selected_schedulable_nodes_whose_taints_the_run_
         kube_node("n5", pool, [{"key": "soft", "effect": "PreferNoSchedule"}]),
         kube_node("other", {"gpuops.test/pool": "b"}),
     ]
-    settings = {"node_selector": pool, "tolerations": [], "gpu_toleration": True, "gpus_per_node": 1,
-                "gpu_resource": "nvidia.com/gpu"}  # fmt: skip
+    settings = {
+        "node_selector": pool,
+        "tolerations": [],
+        "gpu_toleration": True,
+        "gpus_per_node": 1,
+        "gpu_resource": "nvidia.com/gpu",
+    }
     scope = health_gate_candidates(nodes, settings)
     # n1's GPU taint is tolerated as the pods get it; n4 is judged again (and released if healthy).
     assert scope["candidates"] == ["n1", "n4", "n5"]
@@ -85,24 +92,23 @@ def test_enough_remain_the_failed_node_is_named_and_avoided_and_the_run_goes_on(
     )  # fmt: skip
     assert decision["enough"] is True and decision["passed"] == ["b", "c", "d"]
     (failed,) = decision["failed"]
-    assert failed["node"] == "a" and failed["reason"].startswith("isolate ecc_uncorrectable_volatile on GPU 0")
+    assert failed["node"] == "a"
+    assert failed["reason"].startswith("isolate ecc_uncorrectable_volatile on GPU 0")
     assert failed["quarantine"] == "tainted gpuops.training/unhealthy:NoSchedule"
     # A reboot finding is not a fencing class here: d is used, with a warning.
     assert [item["node"] for item in decision["warned"]] == ["d"]
     assert decision["lines"][0] == "Health gate: PASSED - 3 of 4 node(s) passed, the run needs 3"
     assert decision["lines"][1].startswith("a: FAILED - isolate ecc_uncorrectable_volatile")
     assert decision["lines"][-1] == "The run avoids: a"
+    not_a = {"key": "metadata.name", "operator": "NotIn", "values": ["a"]}
     assert decision["node_affinity"] == {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]}]
-        }
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [not_a]}]}
     }
 
 
 def test_too_few_remain_the_gate_stops_naming_each_node_and_why(results):
-    decision = health_gate(
-        items(results, a="isolate", b="healthy", c=None), ["a", "b", "c"], classes=["isolate", "reboot"], needed=2
-    )
+    passes = items(results, a="isolate", b="healthy", c=None)
+    decision = health_gate(passes, ["a", "b", "c"], classes=["isolate", "reboot"], needed=2)
     assert decision["enough"] is False and decision["passed"] == ["b"]
     assert decision["lines"][0] == (
         "Health gate: STOPPED - 1 of 3 node(s) passed, the run needs 2; nothing was launched"
@@ -125,9 +131,11 @@ def test_a_check_that_did_not_run_is_never_a_pass(results):
     decision = health_gate(items(results, a="healthy", b="healthy"), ["a", "b"], needed=1, more_checks=more)
     assert decision["passed"] == [] and decision["enough"] is False
     assert decision["failed"] == [{"node": "a", "reason": "nccl_tests: busbw 3 GB/s"}]
-    assert decision["unverified"] == [
-        {"node": "b", "reason": "not verified, nccl_tests: nccl-tests binaries missing did not run (never a pass)"}
-    ]
+    (unverified,) = decision["unverified"]
+    assert unverified == {
+        "node": "b",
+        "reason": "not verified, nccl_tests: nccl-tests binaries missing did not run (never a pass)",
+    }
 
 
 def test_a_node_the_quarantine_cap_kept_back_is_named_so_and_still_avoided(results):
@@ -180,9 +188,9 @@ def test_the_filter_refuses_bad_arguments_naming_them(results, kwargs, words):
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"launcher": "runai", "gate": "quick", "image": "x"}, "training_job_gate is quick, but the runai launcher"),
-        ({"launcher": "pytorchjob", "gate": "full", "image": "x"}, "training_job_gate is full, whose one-node"),
-        ({"launcher": "local", "gate": "quick", "gate_min_nodes": -1}, "training_job_gate_min_nodes must be 0"),
+        ({"launcher": "runai", "gate": "quick", "image": "x"}, "training_job_gate is quick, but the runai"),
+        ({"launcher": "pytorchjob", "gate": "full", "image": "x"}, "training_job_gate is full, whose"),
+        ({"launcher": "local", "gate": "quick", "gate_min_nodes": -1}, "training_job_gate_min_nodes must"),
         ({"launcher": "local", "gate": "sometimes"}, "training_job_gate must be one of none, quick, full"),
     ],
 )
