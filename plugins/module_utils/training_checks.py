@@ -22,6 +22,7 @@ import re
 from ansible_collections.gpuops.training.plugins.module_utils import pod_scheduling as ps
 from ansible_collections.gpuops.training.plugins.module_utils import role_settings
 from ansible_collections.gpuops.training.plugins.module_utils import training_settings as ts
+from ansible_collections.gpuops.training.plugins.module_utils.health.gate import gate_problems
 from ansible_collections.gpuops.training.plugins.module_utils.image_pull_secrets import name_problems
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_names import (
     dns_label_problem,
@@ -657,6 +658,7 @@ _POD = ts.WORKLOAD_LAUNCHERS
 # (the launchers a concern applies to, the concern), in the order of the messages.
 CONCERNS = (
     (ts.LAUNCHERS, run_problems),
+    (ts.TRAINER_LAUNCHERS, gate_problems),
     (ts.TRAINER_LAUNCHERS, trainer_problems),
     (_POD, identity_problems),
     (_POD, resource_problems),

@@ -353,8 +353,45 @@ summaries = like(
     text,
 )
 
+# A health pass's nodes and Kubernetes nodes, as the health gate's filters read them.
+GATE_ITEMS = [
+    {"node": "a", "result": {"verdict": "healthy", "findings": [], "not_run": []}, "error": None},
+    {"node": "b", "result": None, "error": "unreachable"},
+]
+GATE_NODE = {
+    "metadata": {"name": "a", "labels": {"pool": "a"}},
+    "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+}
+GATE_SETTINGS = {
+    "node_selector": {"pool": "a"},
+    "tolerations": [],
+    "gpu_toleration": True,
+    "gpus_per_node": 1,
+    "gpu_resource": "nvidia.com/gpu",
+}
+gate_items = like(st.just(GATE_ITEMS), replace_one(GATE_ITEMS[0]).map(lambda item: [item]))
+gate_nodes = like(st.just([GATE_NODE]), replace_one(GATE_NODE).map(lambda node: [node]))
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
+    "health_gate": (
+        BUILDER,
+        call(
+            gate_items,
+            like(st.just(["a", "b"])),
+            classes=like(st.just(["isolate"])),
+            needed=like(st.sampled_from([1, 2])),
+            quarantine=like(st.just({"nodes": [{"node": "a", "action": "quarantine"}]})),
+            affinity=like(st.just({})),
+            more_checks=like(st.just({"a": {"outcome": "not_run", "check": "nccl_tests", "reason": "r"}})),
+        ),
+        ("health_gate",),
+    ),
+    "health_gate_candidates": (
+        BUILDER,
+        call(gate_nodes, like(st.just(GATE_SETTINGS), replace_one(GATE_SETTINGS))),
+        ("health_gate_candidates",),
+    ),
     "k8s_manifest_problems": (
         PROBLEMS,
         call(documents, required=string_list, what=like(st.just("the manifests"))),
