@@ -97,8 +97,8 @@ options:
     default: 1073741824
 notes:
   - The module never changes anything; it reports C(changed=false).
-  - Run the tests with C(NCCL_ALGO=Ring) (the role does): on two nodes Tree and NVLS can report a bus
-    bandwidth above what the network carries.
+  - Run the tests with C(NCCL_ALGO=Ring), as the role does, because on two nodes Tree and NVLS can
+    report a bus bandwidth above what the network carries.
 seealso:
   - module: gpuops.training.nccl_tests_info
 """
@@ -191,9 +191,18 @@ def main():
     )
     params = module.params
     profile = params["fabric_profile"] or None
-    expected_pair = params["expected_busbw_gbyte_s"] or profiles.expected_pair_busbw(profile, params["nics_per_node"])
-    measured = [results.measure(test, params["large_message_bytes"]) for test in params["tests"]]
+    if profile is not None:
+        problems = profiles.profile_problems(profile.get("name") or "the profile", profile)
+        if problems:
+            module.fail_json(msg="fabric_profile: " + "; ".join(problems))
+    if params["nics_per_node"] < 0:
+        module.fail_json(msg="nics_per_node must not be negative, got %d" % params["nics_per_node"])
+    expected_pair = params["expected_busbw_gbyte_s"] or profiles.expected_pair_busbw(
+        profile, params["nics_per_node"]
+    )
     try:
+        isolate.check_tests(params["nodes"], params["tests"])
+        measured = [results.measure(test, params["large_message_bytes"]) for test in params["tests"]]
         state = isolate.plan(
             params["nodes"],
             measured,
@@ -203,7 +212,12 @@ def main():
         )
     except isolate.IsolateError as error:
         module.fail_json(msg=str(error))
-    outcome = {"changed": False, "done": state["done"], "round": state["round"], "round_budget": state["round_budget"]}
+    outcome = {
+        "changed": False,
+        "done": state["done"],
+        "round": state["round"],
+        "round_budget": state["round_budget"],
+    }
     if not state["done"]:
         module.exit_json(verdict="running", findings=[], summary={}, report="", **outcome)
     findings = isolate.verdict(state)

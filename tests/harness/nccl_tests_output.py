@@ -40,10 +40,10 @@ def all_reduce_output(hosts, peak_busbw, wrong=0, gpus_per_node=GPUS_PER_NODE):
     lines += [
         "#",
         "#%62s%35s" % ("out-of-place", "in-place"),
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
-        "   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
-        "  (GB/s)",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+        "   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)"
+        "  (GB/s)  (GB/s)",
     ]
     size = MIN_BYTES
     total = 0.0

@@ -80,6 +80,39 @@ def check_tolerance(tolerance, option="tolerance"):
     return value
 
 
+def check_tests(nodes, tests, option="tests"):
+    """Each test names nodes of ``nodes``: one for a single, two for a pair."""
+    for test in tests:
+        members = test.get("nodes")
+        size = {SINGLE: 1, PAIR: 2}.get(test.get("kind"))
+        if size is None or not isinstance(members, (list, tuple)) or len(members) != size:
+            raise IsolateError(
+                "%s: test %s must be a single of one node or a pair of two, got kind %r with nodes %r"
+                % (option, test.get("id"), test.get("kind"), members)
+            )
+        strangers = [node for node in members if node not in nodes]
+        if strangers or len(set(members)) != len(members):
+            raise IsolateError(
+                "%s: test %s names nodes that are not among the nodes, or one twice: %s"
+                % (option, test.get("id"), ", ".join(map(str, members)))
+            )
+    return tests
+
+
+def check_expectation(value, option):
+    """An expected bus bandwidth: None, or a finite number of GB/s above 0 (0 means none)."""
+    if value in (None, 0):
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise IsolateError("%s must be a bus bandwidth in GB/s (0 for none), got %r" % (option, value))
+    return float(value)
+
+
 def network_round_budget(node_count):
     """The most network rounds (beyond the singles) a run may take: about 2 log2(N)."""
     return max(2, int(math.ceil(2 * math.log2(max(node_count, 2)))))
@@ -163,6 +196,9 @@ def assess(nodes, tests, tolerance=DEFAULT_TOLERANCE, expected_pair=None, expect
     """Everything the measurements so far say (see the module's doc for the rules)."""
     nodes = check_nodes(nodes)
     tolerance = check_tolerance(tolerance)
+    check_tests(nodes, tests)
+    expected_pair = check_expectation(expected_pair, "expected_busbw_gbyte_s")
+    expected_single = check_expectation(expected_single, "single_busbw_gbyte_s")
     singles_raw = _kind(tests, SINGLE)
     network_raw = _kind(tests, PAIR)
     single_values = _values(singles_raw)

@@ -58,7 +58,13 @@ def _evidence_lines(evidence):
     for test in evidence:
         lines.append(
             "- %s (round %s, %s): %s - %s"
-            % (test["id"], test["round"], " + ".join(test["nodes"]), "SLOW" if test["slow"] else "ok", test["why"])
+            % (
+                test["id"],
+                test["round"],
+                " + ".join(test["nodes"]),
+                "SLOW" if test["slow"] else "ok",
+                test["why"],
+            )
         )
         rows = _row_lines(test)
         if rows:
@@ -102,7 +108,12 @@ def render_markdown(summary):
     for entry in summary["undetermined"]:
         out += ["### Undetermined: %s" % entry["node"], "", entry["reason"], ""]
         out += _evidence_lines(entry["evidence"]) + [""]
-    out += ["## Every test", "", "| test | round | nodes | bus bandwidth (GB/s) | slow | why |", "|---|---|---|---|---|---|"]
+    out += [
+        "## Every test",
+        "",
+        "| test | round | nodes | bus bandwidth (GB/s) | slow | why |",
+        "|---|---|---|---|---|---|",
+    ]
     for test in summary["tests"]:
         out.append(
             "| %s | %s | %s | %s | %s | %s |"
