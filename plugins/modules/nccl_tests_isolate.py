@@ -18,8 +18,9 @@ description:
     runs at the same time. A node slow alone is named at once and left out of the pairs.
   - A test is slow when its peak large-message bus bandwidth is below 1 - O(tolerance) of the
     fleet's own median (of the singles, or of the first pairing round), or of the expected figure
-    (O(expected_busbw_gbyte_s), else the one O(fabric_profile) gives) while the median itself is
-    not. A test without a result, or with wrong results, is slow.
+    (O(expected_busbw_gbyte_s), else the one O(fabric_profile) gives) unless most of the fleet is
+    below that too (more than half of three tests or more - a finding of its own, the nodes then
+    told apart by the median). A test without a result, or with wrong results, is slow.
   - A run takes at most about 2 log2(N) network rounds beyond the singles (RV(round_budget)); one
     slow node is named in two (three when it waited out the first pairing round). With two nodes a
     slow network test cannot say which node is at fault, and says so.

@@ -18,7 +18,7 @@ Judging, for each kind of test apart (singles, network tests): a test is slow wh
 large-message bus bandwidth is below ``(1 - tolerance)`` of the fleet's own median (singles:
 the median of the singles; network tests: the median of the first pairing round, where each
 node appears once), or below ``(1 - tolerance)`` of the expected figure (the fabric profile's)
-while the median itself is not: a fleet slow as a whole (a median of three tests or more
+unless the fleet itself is not: a fleet slow as a whole (more than half of three tests or more
 below the expectation) is a finding of its own, and its nodes are then told apart by the median
 alone. A test with no result, or with wrong results, is slow.
 
@@ -46,8 +46,8 @@ import math
 SINGLE = "single"
 PAIR = "pair"
 DEFAULT_TOLERANCE = 0.15
-# Fewer tests than this make no fleet median to set against the expectation: one slow pair of
-# two is not a slow fleet.
+# Fewer tests than this make no fleet to set against the expectation: one slow pair of two is
+# not a slow fleet.
 MIN_FLEET_SAMPLE = 3
 
 
@@ -135,11 +135,12 @@ def test_id(round_index, index):
 # --------------------------------------------------------------------------------------
 
 
-def slow_limit(fleet_median, expected, tolerance, sample=MIN_FLEET_SAMPLE):
+def slow_limit(values, expected, tolerance):
     """``(limit, basis, fleet_below_expected)``: the bus bandwidth under which a test is slow,
-    what it comes from, and whether the fleet's median (of ``sample`` tests) is itself below
-    the expectation."""
+    what it comes from, and whether the fleet is itself below the expectation: more than half
+    of ``values`` (the fleet's sample, at least MIN_FLEET_SAMPLE of them) below it."""
     share = 1.0 - tolerance
+    fleet_median = median(values)
     candidates = []
     if fleet_median:
         candidates.append(
@@ -147,9 +148,8 @@ def slow_limit(fleet_median, expected, tolerance, sample=MIN_FLEET_SAMPLE):
         )
     below = (
         bool(expected)
-        and fleet_median is not None
-        and sample >= MIN_FLEET_SAMPLE
-        and fleet_median < share * expected
+        and len(values) >= MIN_FLEET_SAMPLE
+        and sum(1 for value in values if value < share * expected) * 2 > len(values)
     )
     if expected and not below:
         candidates.append((share * expected, "%.0f %% of the expected %.2f GB/s" % (share * 100, expected)))
@@ -159,10 +159,11 @@ def slow_limit(fleet_median, expected, tolerance, sample=MIN_FLEET_SAMPLE):
     return limit, basis, below
 
 
-def judge_tests(tests, fleet_median, expected, tolerance, sample=MIN_FLEET_SAMPLE):
-    """Each test with ``slow`` and ``why`` (and ``limit``), against the median (of ``sample``
-    tests) and the expectation."""
-    limit, basis, _below = slow_limit(fleet_median, expected, tolerance, sample)
+def judge_tests(tests, values, expected, tolerance):
+    """Each test with ``slow`` and ``why`` (and ``limit``), against the median of ``values`` (the
+    fleet's sample) and the expectation."""
+    limit, basis, _below = slow_limit(values, expected, tolerance)
+    fleet_median = median(values)
     judged = []
     for test in tests:
         entry = dict(test)
@@ -203,14 +204,14 @@ def assess(nodes, tests, tolerance=DEFAULT_TOLERANCE, expected_pair=None, expect
     network_raw = _kind(tests, PAIR)
     single_values = _values(singles_raw)
     single_median = median(single_values)
-    singles = judge_tests(singles_raw, single_median, expected_single, tolerance, len(single_values))
+    singles = judge_tests(singles_raw, single_values, expected_single, tolerance)
     slow_alone = [node for node in nodes if any(test["slow"] and node in test["nodes"] for test in singles)]
     network_nodes = [node for node in nodes if node not in slow_alone]
 
     first_round = min((test["round"] for test in network_raw), default=None)
     pair_values = _values([test for test in network_raw if test["round"] == first_round])
     pair_median = median(pair_values)
-    network = judge_tests(network_raw, pair_median, expected_pair, tolerance, len(pair_values))
+    network = judge_tests(network_raw, pair_values, expected_pair, tolerance)
 
     good = set()
     for test in network:
@@ -243,9 +244,9 @@ def assess(nodes, tests, tolerance=DEFAULT_TOLERANCE, expected_pair=None, expect
         "singles": singles,
         "network": network,
         "single_median": single_median,
-        "single_sample": len(single_values),
+        "single_values": single_values,
         "pair_median": pair_median,
-        "pair_sample": len(pair_values),
+        "pair_values": pair_values,
         "expected_single": expected_single or None,
         "expected_pair": expected_pair or None,
         "slow_alone": slow_alone,
@@ -395,11 +396,11 @@ def verdict(state):
             )
         undetermined.append({"node": node, "reason": reason, "evidence": _evidence(mine)})
     fleet = []
-    for kind, fleet_median, expected, sample in (
-        ("alone", state["single_median"], state["expected_single"], state["single_sample"]),
-        ("in pairs", state["pair_median"], state["expected_pair"], state["pair_sample"]),
+    for kind, fleet_median, expected, values in (
+        ("alone", state["single_median"], state["expected_single"], state["single_values"]),
+        ("in pairs", state["pair_median"], state["expected_pair"], state["pair_values"]),
     ):
-        _limit, _basis, below = slow_limit(fleet_median, expected, state["tolerance"], sample)
+        _limit, _basis, below = slow_limit(values, expected, state["tolerance"])
         if below:
             fleet.append(
                 "The fleet's median bus bandwidth %s, %.2f GB/s, is below %.0f %% of the expected %.2f GB/s: "

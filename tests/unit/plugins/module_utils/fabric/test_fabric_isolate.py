@@ -205,7 +205,7 @@ def test_a_test_without_a_result_or_with_wrong_results_counts_as_slow():
             {"id": "b", "nodes": ["y"], "busbw": None},
             {"id": "c", "nodes": ["z"], "busbw": 100.0},
         ],
-        100.0,
+        [100.0],
         None,
         0.15,
     )
@@ -258,3 +258,14 @@ def test_bad_node_lists_are_refused_naming_the_option(nodes, message):
 def test_a_tolerance_outside_0_to_1_is_refused(tolerance):
     with pytest.raises(isolate.IsolateError, match="^tolerance must be"):
         isolate.plan(["a", "b"], [], tolerance)
+
+
+@pytest.mark.parametrize("count", [8, 9, 16, 64])
+def test_a_slow_node_and_a_slow_link_in_two_pairs_are_told_apart_in_one_run(count):
+    nodes = fleet(count)
+    simulated = Fleet(slow_network=[nodes[5]], slow_links=[nodes[2:4]])
+    _state, findings, _tests = simulated.run(nodes)
+    # Half the pairs of a small fleet slow is not a slow fleet.
+    assert named(findings) == ([nodes[5]], [nodes[2:4]], []) and findings["fleet"] == []
+    # Two; three when the node that waited found every good node busy in the second.
+    assert len(network_rounds(simulated)) == (3 if count == 9 else 2)
