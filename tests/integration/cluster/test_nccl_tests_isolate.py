@@ -3,14 +3,14 @@ real API server, scheduler and Training Operator: every test of a round is a rea
 its nodes (eight kwok GPU nodes of this module, tainted so that nothing else lands there).
 
 kwok runs the pods; each launcher's log is the all_reduce_perf output its nodes would print
-(tests/harness/nccl_tests_output.py, the layout of a real 16-rank run) with one fault chosen per
-case: a node whose NICs are slow (every network test with it at half speed; alone it is fine), or
-a slow link between two healthy nodes (only their test at half speed). Healthy: 370 GB/s alone,
-380 GB/s in pairs, against the ib_ndr profile's 384 GB/s.
+(tests/harness/nccl_tests_output.py, the layout of a real 16-rank run) with two faults in two
+pairs of the first round: a node whose NICs are slow (every network test with it at half speed;
+alone it is fine), and a slow link between two healthy nodes (only their test at half speed).
+Healthy: 370 GB/s alone, 380 GB/s in pairs, against the ib_ndr profile's 384 GB/s.
 
-One playbook run per case, shared by the assertions on it: the slow node is named exactly, in two
-network rounds beyond the singles (at most 2 log2(8) = 6), with the rows that show it; the slow
-link is named as a link, not as a node.
+One playbook run (CPU is what the CI lacks), shared by the assertions: the slow node is named
+exactly, the slow link is named as a link and not as a node, in two network rounds beyond the
+singles (at most 2 log2(8) = 6), each with the rows that show it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ ALONE, PAIR = 370.0, 380.0
 class GeneratedLogs:
     """The log of each launcher, by the nodes its test runs on (written when first asked)."""
 
-    def __init__(self, directory, slow_node=None, slow_link=None):
+    def __init__(self, directory, slow_node, slow_link):
         self.directory = directory
         self.slow_node = slow_node
         self.slow_link = set(slow_link or ())
@@ -72,12 +72,12 @@ def isolate_fleet(k8s_cluster, tmp_path_factory):
     k8s_cluster.kubectl("delete", "node", *nodes, "--wait=false", check=False)
 
 
-def run_case(isolate_fleet, tmp_path_factory, name, **fault):
+def run_isolate(isolate_fleet, tmp_path_factory, name, **faults):
     cluster, nodes, suffix = isolate_fleet["cluster"], isolate_fleet["nodes"], isolate_fleet["suffix"]
     namespace = "iso-%s-%s" % (name, suffix)
     cluster.kubectl("create", "namespace", namespace)
     cluster.kubectl("wait", "--for=create", "--timeout=30s", "-n", namespace, "serviceaccount/default")
-    logs = GeneratedLogs(tmp_path_factory.mktemp("logs-" + name), **fault)
+    logs = GeneratedLogs(tmp_path_factory.mktemp("logs-" + name), **faults)
     placements = set()
 
     def launcher_nodes(pod):
@@ -140,48 +140,45 @@ def run_case(isolate_fleet, tmp_path_factory, name, **fault):
 
 
 @pytest.fixture(scope="module")
-def slow_node_case(isolate_fleet, tmp_path_factory):
-    return run_case(isolate_fleet, tmp_path_factory, "node", slow_node=isolate_fleet["nodes"][5])
-
-
-@pytest.fixture(scope="module")
-def slow_link_case(isolate_fleet, tmp_path_factory):
-    return run_case(isolate_fleet, tmp_path_factory, "link", slow_link=isolate_fleet["nodes"][2:4])
+def isolated(isolate_fleet, tmp_path_factory):
+    nodes = isolate_fleet["nodes"]
+    return run_isolate(isolate_fleet, tmp_path_factory, "run", slow_node=nodes[5], slow_link=nodes[2:4])
 
 
 def said(run):
     return " ".join(run.output.split())
 
 
-def test_the_slow_node_is_named_exactly_and_the_play_fails_naming_it(slow_node_case):
-    run, summary, nodes = slow_node_case["run"], slow_node_case["summary"], slow_node_case["nodes"]
+def test_the_slow_node_is_named_exactly_and_the_play_fails_naming_it(isolated):
+    run, summary, nodes = isolated["run"], isolated["summary"], isolated["nodes"]
     assert run.rc == 2, run
     assert summary is not None, run
+    # Exactly that node (the link's two nodes are no suspects: next test).
     assert [suspect["node"] for suspect in summary["suspects"]] == [nodes[5]], summary["findings"]
-    assert (summary["slow_links"], summary["undetermined"], summary["fleet"]) == ([], [], [])
+    assert (summary["undetermined"], summary["fleet"]) == ([], [])
     assert summary["verdict"] == "failed"
     assert "suspect node %s (network): slow beside 2 partners" % nodes[5] in said(run)
 
 
-def test_it_takes_two_network_rounds_beyond_the_singles_each_test_on_its_own_nodes(slow_node_case):
-    summary, nodes = slow_node_case["summary"], slow_node_case["nodes"]
+def test_it_takes_two_network_rounds_beyond_the_singles_each_test_on_its_own_nodes(isolated):
+    summary, nodes = isolated["summary"], isolated["nodes"]
     assert summary["network_rounds"] == 2 <= 2 * math.log2(NODES) and summary["rounds"] == 3
     by_round = {}
     for test in summary["tests"]:
         by_round.setdefault(test["round"], []).append(test["nodes"])
     assert by_round[0] == [[node] for node in nodes]
     assert by_round[1] == [nodes[0:2], nodes[2:4], nodes[4:6], nodes[6:8]]
-    # The slow pair's halves, each beside a node proven good.
-    assert sorted(pair[0] for pair in by_round[2]) == sorted(nodes[4:6])
-    assert all(pair[1] in nodes[:4] + nodes[6:] for pair in by_round[2])
+    # The slow pairs' halves, each beside a node proven good.
+    assert [pair[0] for pair in by_round[2]] == nodes[2:6]
+    assert sorted(pair[1] for pair in by_round[2]) == sorted(nodes[:2] + nodes[6:])
     # Every worker ran on a node of its test (pinned by nodeAffinity), and no MPIJob is left.
-    assert slow_node_case["placements"], "no worker was seen placed"
-    assert all(node in test_nodes.split(",") for test_nodes, node in slow_node_case["placements"])
-    assert slow_node_case["left"] == []
+    assert isolated["placements"], "no worker was seen placed"
+    assert all(node in test_nodes.split(",") for test_nodes, node in isolated["placements"])
+    assert isolated["left"] == []
 
 
-def test_the_suspect_comes_with_the_rows_that_show_it(slow_node_case):
-    summary, run_dir, nodes = slow_node_case["summary"], slow_node_case["run_dir"], slow_node_case["nodes"]
+def test_the_suspect_comes_with_the_rows_that_show_it(isolated):
+    summary, run_dir, nodes = isolated["summary"], isolated["run_dir"], isolated["nodes"]
     (suspect,) = summary["suspects"]
     evidence = suspect["evidence"]
     assert [test["round"] for test in evidence] == [1, 2] and all(test["slow"] for test in evidence)
@@ -199,7 +196,8 @@ def test_the_suspect_comes_with_the_rows_that_show_it(slow_node_case):
     )
     # all_reduce over 16 ranks: busbw = algbw x 2 x 15 / 16.
     assert largest["algbw_out_of_place"] == pytest.approx(190.0 / 1.875, abs=0.01)
-    assert (summary["pair_median_gbyte_s"], summary["expected_pair_gbyte_s"]) == (PAIR, 384.0)
+    # Two of the four first pairs are slow: their median is between (half is not most of the fleet).
+    assert (summary["pair_median_gbyte_s"], summary["expected_pair_gbyte_s"]) == (0.75 * PAIR, 384.0)
     assert (
         summary["fabric_profile"]["name"] == "ib_ndr"
         and summary["fabric_profile"]["line_rate_gbyte_s"] == 400.0
@@ -209,18 +207,15 @@ def test_the_suspect_comes_with_the_rows_that_show_it(slow_node_case):
     assert "### Suspect node %s (network)" % nodes[5] in report
     assert "8589934592 B  busbw 190.00 GB/s out-of-place" in report
     # Each test's log is kept beside the report.
-    assert (run_dir / "isolate" / "r1").is_dir() and len(list((run_dir / "isolate").glob("r*/*.log"))) == 14
+    assert (run_dir / "isolate" / "r1").is_dir() and len(list((run_dir / "isolate").glob("r*/*.log"))) == 16
 
 
-def test_a_slow_link_between_two_healthy_nodes_is_named_as_a_link_not_a_node(slow_link_case):
-    run, summary, nodes = slow_link_case["run"], slow_link_case["summary"], slow_link_case["nodes"]
-    assert run.rc == 2, run
-    assert summary["suspects"] == [] and summary["undetermined"] == []
+def test_a_slow_link_between_two_healthy_nodes_is_named_as_a_link_not_a_node(isolated):
+    run, summary, nodes = isolated["run"], isolated["summary"], isolated["nodes"]
     (link,) = summary["slow_links"]
     assert link["nodes"] == nodes[2:4]
     slow, *fast = link["evidence"]
     assert slow["nodes"] == nodes[2:4] and slow["busbw"] == PAIR / 2 and slow["rows"]
     assert [test["slow"] for test in fast] == [False, False]
-    assert summary["network_rounds"] == 2
     assert "slow link %s <-> %s" % tuple(nodes[2:4]) in said(run)
     assert "suspect node %s" % nodes[2] not in said(run) and "suspect node %s" % nodes[3] not in said(run)
