@@ -95,8 +95,8 @@ def test_the_node_with_slow_nics_is_named_and_the_play_fails_naming_it(isolate_s
     assert [suspect["node"] for suspect in summary["suspects"]] == ["gpu-c"]
     assert (summary["slow_links"], summary["undetermined"]) == ([], [])
     assert "suspect node gpu-c (network)" in " ".join(run.output.split())
-    # Singles, the pairs a+b and c+d (e waits), the halves c and d and the waiting e beside good nodes.
-    assert summary["network_rounds"] == 2
+    # Singles; the pairs a+b and c+d (e waits); the halves c and d beside a and b; e beside a good node.
+    assert summary["network_rounds"] == 3
     assert [test["nodes"] for test in summary["tests"] if test["round"] == 1] == [
         ["gpu-a", "gpu-b"],
         ["gpu-c", "gpu-d"],
@@ -107,7 +107,7 @@ def test_each_test_is_one_mpirun_over_its_hosts_with_ring_and_the_users_variable
     _run, run_dir, calls = isolate_ssh
     host_lists = sorted(call.split()[call.split().index("-H") + 1] for call in calls)
     assert host_lists[:2] == ["10.0.0.11:8", "10.0.0.11:8,10.0.0.12:8"]
-    assert len(calls) == 5 + 2 + 3
+    assert len(calls) == 5 + 2 + 2 + 1
     assert all("-x NCCL_ALGO -x NCCL_IB_HCA" in call for call in calls)
     assert all(call.startswith("-np %d -H " % (8 * len(call.split()[3].split(",")))) for call in calls)
     # Each test's log is kept; the environment file is gone.
