@@ -128,3 +128,36 @@ def test_a_share_without_a_line_rate_is_refused_naming_both(run_playbook, bench)
     assert run.rc != 0
     assert "nccl_tests_min_busbw_share" in run.output and "nccl_tests_line_rate" in run.output
     assert not (tmp_path / "runs").exists()
+
+
+# An isolate run refuses what it cannot use before anything runs: nothing is measured, no run
+# directory is made. (Its runs are tested on the harness: tests/integration/cluster.)
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        # One host in the play: the ssh launcher has one node to tell apart.
+        ({"nccl_tests_launcher": "ssh"}, "nccl_tests_isolate_nodes must name at least two distinct nodes"),
+        (
+            {"nccl_tests_launcher": "mpijob", "nccl_tests_isolate_nodes": ["gpu-01", "gpu-01"]},
+            "nccl_tests_isolate_nodes must name at least two distinct nodes",
+        ),
+        (
+            {
+                "nccl_tests_launcher": "mpijob",
+                "nccl_tests_isolate_nodes": ["gpu-01", "gpu-02"],
+                "nccl_tests_fabric_profile": "ib_xdr",
+            },
+            "nccl_tests_fabric_profile: there is no fabric profile 'ib_xdr'; the profiles are: "
+            "efa_p4d, efa_p5, ib_hdr, ib_ndr, roce_100g, roce_200g, roce_400g",
+        ),
+    ],
+    ids=["one-host", "one-node-twice", "unknown-profile"],
+)
+def test_an_isolate_run_refuses_bad_input_before_anything_runs_naming_the_variable(
+    run_playbook, bench, settings, named
+):
+    tmp_path, inventory = bench
+    run = run_playbook(PLAYBOOK, inventory, dict(settings, nccl_tests_mode="isolate"))
+    assert run.rc != 0
+    assert named in " ".join(run.output.split()), run
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.glob("*.argv"))

@@ -350,6 +350,53 @@ CASES = {
     "nccl_tests_info": Case(
         base={"content": NCCL_LOG}, overrides=LOG_OVERRIDES, verdict=r"^nccl-tests check failed:\n"
     ),
+    # An isolate run's plan and verdict from tests whose logs are the sandbox's (or nowhere).
+    "nccl_tests_isolate": Case(
+        base={
+            "nodes": ["gpu-1", "gpu-2", "gpu-3"],
+            "tests": [
+                {
+                    "id": "r0-00",
+                    "round": 0,
+                    "kind": "single",
+                    "nodes": ["gpu-1"],
+                    "log": WS + "/logs/rank0.log",
+                },
+                {
+                    "id": "r0-01",
+                    "round": 0,
+                    "kind": "single",
+                    "nodes": ["gpu-2"],
+                    "log": WS + "/logs/empty.log",
+                },
+                {"id": "r0-02", "round": 0, "kind": "single", "nodes": ["gpu-3"], "log": WS + "/no-such.log"},
+            ],
+        },
+        overrides={
+            "tests": st.one_of(
+                st.lists(
+                    replace_one(
+                        {"id": "r1-00", "round": 1, "kind": "pair", "nodes": ["gpu-1", "gpu-2"], "log": "l"}
+                    ),
+                    max_size=3,
+                ),
+                anything,
+            ),
+            "fabric_profile": st.one_of(
+                replace_one(
+                    {
+                        "name": "ib_ndr",
+                        "description": "d",
+                        "gbit_per_nic": 400,
+                        "nics_per_node": 8,
+                        "expected_share": 0.96,
+                        "sources": {"gbit_per_nic": "a", "nics_per_node": "b", "expected_share": "c"},
+                    }
+                ),
+                anything,
+            ),
+        },
+    ),
     "training_log_info": Case(
         base={"content": METRICS}, overrides=LOG_OVERRIDES, verdict=r"^training run check failed:\n"
     ),
