@@ -16,7 +16,7 @@ VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := .build/gpuops-training-$(VERSION).tar.gz
 # Everything that goes into the collection artifact.
 COLLECTION_SOURCES := galaxy.yml README.md COPYING meta/runtime.yml \
-	$(shell find plugins roles playbooks inventories docs/docsite training/src training/pyproject.toml \
+	$(shell find plugins roles playbooks inventories docs/docsite changelogs training/src training/pyproject.toml \
 	  training/Containerfile training/.containerignore training/README.md \
 	  tests/unit tests/sanity tests/integration tests/podman -type f -not -path '*/__pycache__/*' 2>/dev/null)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
