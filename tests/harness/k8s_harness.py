@@ -344,6 +344,16 @@ def gpu_node(name: str, gpus: int = 8, rdma_devices: int = 63) -> NodeSpec:
     )
 
 
+def fenced_gpu_nodes(names: list[str], key: str, value: str) -> list[NodeSpec]:
+    """GPU nodes labelled ``key=value`` and tainted ``key=value:NoSchedule``: a test's own
+    nodes, which only the pods that tolerate and select that label land on."""
+    specs = [gpu_node(name) for name in names]
+    for spec in specs:
+        spec.labels[key] = value
+        spec.taints = [{"key": key, "value": value, "effect": "NoSchedule"}]
+    return specs
+
+
 @dataclass
 class HarnessConfig:
     state_dir: Path

@@ -10,6 +10,8 @@ them (busbw = algbw x 2(n-1)/n for all_reduce).
 
 from __future__ import annotations
 
+import sys
+
 GPUS_PER_NODE = 8
 MIN_BYTES, MAX_BYTES = 8, 8 << 30
 # The size at which a run reaches half its peak (the real table reaches half near 64 MiB).
@@ -64,3 +66,27 @@ def all_reduce_output(hosts, peak_busbw, wrong=0, gpus_per_node=GPUS_PER_NODE):
         "#",
     ]
     return "\n".join(lines) + "\n"
+
+
+def mpijob_settings(cluster, namespace, runs_dir, **extra):
+    """The nccl_tests variables of a run as MPIJobs on the harness's simulated GPU nodes (8 GPUs
+    each, the RDMA network), ``extra`` on top."""
+    settings = {
+        "nccl_tests_hosts": "localhost",
+        "nccl_tests_launcher": "mpijob",
+        "nccl_tests_kubeconfig": str(cluster.kubeconfig),
+        "nccl_tests_namespace": namespace,
+        "nccl_tests_image": "registry.example/nccl-tests:2.21",
+        "nccl_tests_gpus_per_node": GPUS_PER_NODE,
+        "nccl_tests_gpus_per_process": 1,
+        "nccl_tests_cpu": "4",
+        "nccl_tests_memory": "16Gi",
+        "nccl_tests_shm_size": "4Gi",
+        "nccl_tests_network": "rdma-net",
+        "nccl_tests_runs_dir": str(runs_dir),
+        "nccl_tests_poll_interval_s": 1,
+        "nccl_tests_timeout_s": 120,
+        "ansible_python_interpreter": sys.executable,
+    }
+    settings.update(extra)
+    return settings

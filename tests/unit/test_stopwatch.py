@@ -34,9 +34,10 @@ def test_the_cpu_column_counts_the_grandchildren_a_part_waited_for(tmp_path):
     )
     assert stopwatch.main(["--log", log, "run", "burn", "--", sys.executable, "-c", parent]) == 0
     (row,) = stopwatch.read(log)
-    name, started, ended, status, cpu = row
+    name, _started, _ended, status, cpu = row
     assert (name, status) == ("burn", 0)
-    assert 0.5 <= cpu <= ended - started
+    # The burner's half second of CPU is counted, though only its parent was waited for.
+    assert cpu >= 0.5
 
 
 def test_a_log_from_before_the_cpu_column_is_still_read(tmp_path):

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import math
 import secrets
-import sys
 
 import pytest
 from fleet import FleetLogServer
-from k8s_harness import gpu_node
-from nccl_tests_output import all_reduce_output
+from k8s_harness import fenced_gpu_nodes
+from nccl_tests_output import all_reduce_output, mpijob_settings
 from playbook_runner import DEV_COLLECTIONS, ansible_playbook
 
 NODES = 8
@@ -63,11 +62,7 @@ def isolate_fleet(k8s_cluster, tmp_path_factory):
     """Eight kwok GPU nodes that only this module's pods tolerate and select."""
     suffix = secrets.token_hex(3)
     nodes = ["iso-%s-%d" % (suffix, index) for index in range(NODES)]
-    specs = [gpu_node(name) for name in nodes]
-    for spec in specs:
-        spec.labels[TEST_KEY] = suffix
-        spec.taints = [{"key": TEST_KEY, "value": suffix, "effect": "NoSchedule"}]
-    k8s_cluster.harness.create_nodes(specs)
+    k8s_cluster.harness.create_nodes(fenced_gpu_nodes(nodes, TEST_KEY, suffix))
     yield {"cluster": k8s_cluster, "nodes": nodes, "suffix": suffix}
     k8s_cluster.kubectl("delete", "node", *nodes, "--wait=false", check=False)
 
@@ -92,29 +87,17 @@ def run_isolate(isolate_fleet, tmp_path_factory, name, **faults):
         cluster.api_client(), cluster.harness.state_dir, namespace, logs, key=launcher_nodes, interval=0.3
     )
     runs_dir = tmp_path_factory.mktemp("runs-" + name)
-    variables = {
-        "nccl_tests_hosts": "localhost",
-        "nccl_tests_mode": "isolate",
-        "nccl_tests_launcher": "mpijob",
-        "nccl_tests_isolate_nodes": nodes,
-        "nccl_tests_fabric_profile": "ib_ndr",
-        "nccl_tests_kubeconfig": str(cluster.kubeconfig),
-        "nccl_tests_namespace": namespace,
-        "nccl_tests_image": "registry.example/nccl-tests:2.21",
-        "nccl_tests_gpus_per_node": 8,
-        "nccl_tests_gpus_per_process": 1,
-        "nccl_tests_cpu": "4",
-        "nccl_tests_memory": "16Gi",
-        "nccl_tests_shm_size": "4Gi",
-        "nccl_tests_network": "rdma-net",
-        "nccl_tests_tolerations": [{"key": TEST_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "nccl_tests_runs_dir": str(runs_dir),
-        "nccl_tests_poll_interval_s": 1,
-        "nccl_tests_timeout_s": 120,
+    variables = mpijob_settings(
+        cluster,
+        namespace,
+        runs_dir,
+        nccl_tests_mode="isolate",
+        nccl_tests_isolate_nodes=nodes,
+        nccl_tests_fabric_profile="ib_ndr",
+        nccl_tests_tolerations=[{"key": TEST_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         # The launchers run long enough for their logs to be served.
-        "nccl_tests_pod_annotations": {"gpuops.test/run-duration": "2s"},
-        "ansible_python_interpreter": sys.executable,
-    }
+        nccl_tests_pod_annotations={"gpuops.test/run-duration": "2s"},
+    )
     server.start()
     try:
         run = ansible_playbook(

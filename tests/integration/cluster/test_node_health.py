@@ -26,7 +26,7 @@ import sys
 
 import pytest
 from fleet import FleetLogServer, pod_node
-from k8s_harness import gpu_node
+from k8s_harness import fenced_gpu_nodes
 from playbook_runner import DEV_COLLECTIONS, ansible_playbook
 
 from ansible_collections.gpuops.training.plugins.module_utils.health import fleet, quarantine
@@ -80,11 +80,7 @@ def health(k8s_cluster, outputs, tmp_path_factory):
     creates, and a log server that gives each probe pod the log chosen for its node."""
     suffix = secrets.token_hex(3)
     nodes = ["health-%s-%s" % (letter, suffix) for letter in "abc"]
-    specs = [gpu_node(name) for name in nodes]
-    for spec in specs:
-        spec.labels[TEST_KEY] = suffix
-        spec.taints = [{"key": TEST_KEY, "value": suffix, "effect": "NoSchedule"}]
-    k8s_cluster.harness.create_nodes(specs)
+    k8s_cluster.harness.create_nodes(fenced_gpu_nodes(nodes, TEST_KEY, suffix))
     namespace = "health-%s" % suffix
     logs, annotate = {}, {}
     server = FleetLogServer(

@@ -23,7 +23,7 @@ import sys
 import pytest
 from cluster_helpers import create_checkpoint_pvc, create_launch_namespace, delete_launch_namespace
 from fleet import FleetLogServer, node_index, pod_node
-from k8s_harness import gpu_node
+from k8s_harness import fenced_gpu_nodes
 from playbook_runner import DEV_COLLECTIONS, REPO_ROOT, ansible_playbook
 from test_launch_kubernetes import IB_LOG, launch_vars, node_logs
 
@@ -52,11 +52,7 @@ def gated(k8s_cluster, trainer_rank_logs, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("gate")
     suffix = secrets.token_hex(3)
     nodes = ["gate-%s-%s" % (letter, suffix) for letter in "abcd"]
-    specs = [gpu_node(name) for name in nodes]
-    for spec in specs:
-        spec.labels[TEST_KEY] = suffix
-        spec.taints = [{"key": TEST_KEY, "value": suffix, "effect": "NoSchedule"}]
-    k8s_cluster.harness.create_nodes(specs)
+    k8s_cluster.harness.create_nodes(fenced_gpu_nodes(nodes, TEST_KEY, suffix))
     namespace = create_launch_namespace(k8s_cluster)
     create_checkpoint_pvc(k8s_cluster, namespace, tmp_path / "checkpoints")
     probes = "gh-%s" % suffix

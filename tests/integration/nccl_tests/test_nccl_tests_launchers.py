@@ -22,6 +22,7 @@ import threading
 import pytest
 import yaml
 from cluster_helpers import NCCL_FIXTURES, PodLogServer
+from nccl_tests_output import mpijob_settings
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -232,21 +233,7 @@ def mpijob_namespace(k8s_cluster):
 
 def mpijob_vars(cluster, namespace, runs_dir, **extra):
     settings = {
-        "nccl_tests_hosts": "localhost",
-        "nccl_tests_launcher": "mpijob",
-        "nccl_tests_kubeconfig": str(cluster.kubeconfig),
-        "nccl_tests_namespace": namespace,
-        "nccl_tests_image": "registry.example/nccl-tests:2.21",
         "nccl_tests_nnodes": 2,
-        "nccl_tests_gpus_per_node": 8,
-        "nccl_tests_gpus_per_process": 1,
-        "nccl_tests_cpu": "4",
-        "nccl_tests_memory": "16Gi",
-        "nccl_tests_shm_size": "4Gi",
-        "nccl_tests_network": "rdma-net",
-        "nccl_tests_runs_dir": str(runs_dir),
-        "nccl_tests_poll_interval_s": 1,
-        "nccl_tests_timeout_s": 120,
         # The launcher runs long enough for its log to be served; the pods stay for the test.
         "nccl_tests_pod_annotations": {"gpuops.test/run-duration": "3s"},
         "nccl_tests_delete_finished": False,
@@ -254,7 +241,7 @@ def mpijob_vars(cluster, namespace, runs_dir, **extra):
         "ansible_python_interpreter": PYTHON,
     }
     settings.update(extra)
-    return settings
+    return mpijob_settings(cluster, namespace, runs_dir, **settings)
 
 
 def run_mpijob(run_playbook, cluster, namespace, settings, log=MPIJOB_ALL_REDUCE, fail_launcher_with=None):
