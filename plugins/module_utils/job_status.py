@@ -517,6 +517,12 @@ def _failure_order(state):
     return (lost_peer, finished is None, finished or 0.0, str(state.get("name")))
 
 
+def describe_pod_event(entry):
+    """``pod: Reason: message (N times)``, one pod's last Event (:func:`stuck.pods_in_events`)."""
+    text = "%s: %s: %s" % (entry["name"], entry["reason"], entry["message"])
+    return text + (" (%d times)" % entry["count"] if entry.get("count", 1) > 1 else "")
+
+
 def failure_message(verdict):
     """``PyTorchJob ns/name failed (reason: message); failed pods: X: Failed, Error: container ...``
 
@@ -533,9 +539,14 @@ def failure_message(verdict):
         text += "; failed pods: " + "; ".join(describe_pod(state) for state in failed)
     if others:
         text += "; not finished: " + "; ".join(describe_pod(state) for state in others)
-    if not pods:
+    if not pods and verdict.get("pod_events"):
+        text += "; its pods are gone, their last Warning Events: " + "; ".join(
+            describe_pod_event(entry) for entry in verdict["pod_events"]
+        )
+    elif not pods:
         text += "; no pod of it is left to tell why"
-    if verdict.get("kind") in OPERATOR_KINDS and any(state.get("gone") for state in pods):
+    gone = any(state.get("gone") for state in pods) or (not pods and verdict.get("pod_events"))
+    if verdict.get("kind") in OPERATOR_KINDS and gone:
         text += (
             " (the %s's pods were deleted: the Training Operator deletes every pod of a job that"
             " reaches its backoffLimit or deadline, whatever its cleanPodPolicy, and their logs"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.training.plugins.module_utils.job_status import parse_time
+from ansible_collections.gpuops.training.plugins.module_utils.job_status import failure_message, parse_time
 
 # What a controller records when the API server refuses the pod it creates.
 REFUSAL_REASONS = ("FailedCreate", "FailedCreatePod")
@@ -100,6 +100,36 @@ def event_times(event):
     if first is not None and last is not None and last < first:
         last = first
     return first, last
+
+
+def pods_in_events(events, workload_name, created=None):
+    """What the Warning Events still say about a workload's pods once they are gone (the
+    Training Operator deletes every pod of a job that reaches its backoffLimit): per pod named
+    ``<workload>-...``, its newest Event's reason and message and how often it was seen. Events
+    older than the workload (``created``, seconds since the epoch) belong to a namesake."""
+    prefix = str(workload_name) + "-"
+    newest = {}
+    for event in events or []:
+        target = involved(event)
+        name = str(target.get("name") or "")
+        if target.get("kind") != "Pod" or not name.startswith(prefix):
+            continue
+        _first, last = event_times(event)
+        if created is not None and last is not None and last < created:
+            continue
+        series = event.get("series") or {}
+        count = event.get("count") or series.get("count") or 1
+        if name not in newest or (last or 0.0) >= newest[name][0]:
+            newest[name] = (
+                last or 0.0,
+                {
+                    "name": name,
+                    "reason": str(event.get("reason") or ""),
+                    "message": event_message(event),
+                    "count": int(count),
+                },
+            )
+    return [newest[name][1] for name in sorted(newest)]
 
 
 def refusal_text(event):
@@ -663,3 +693,15 @@ def judge_stuck(verdict, conditions, now, stuck_timeout, expected_pods=0):
             longest["object"],
         )
     return verdict
+
+
+def name_gone_pods(verdict, obj, events):
+    """A workload that failed and lost its pods before the wait first saw them (a backoffLimit
+    reached in seconds, the pods deleted by the operator) gets them named from their Events:
+    ``pod_events`` in the verdict, and in its message."""
+    if verdict.get("phase") != "Failed" or verdict.get("pods") or not events:
+        return
+    created = parse_time(((obj or {}).get("metadata") or {}).get("creationTimestamp"))
+    verdict["pod_events"] = pods_in_events(events, verdict["name"], created)
+    if verdict["pod_events"]:
+        verdict["message"] = failure_message(verdict)

@@ -229,6 +229,15 @@ stuck_pods:
   returned: always
   type: list
   elements: str
+pod_events:
+  description:
+    - The workload's pods named from their last Warning Events when it failed before the wait saw
+      any of them (the Training Operator deletes the pods of a job that reaches its backoffLimit).
+  returned: when the workload failed with no pod left and its pods' Events were readable
+  type: list
+  elements: dict
+  sample: [{"name": "rn-06523b-worker-0", "reason": "BackOff", "count": 3,
+            "message": "Back-off restarting failed container pytorch in pod rn-06523b-worker-0_training(5b0c9a44-...)"}]
 stuck:
   description: Whether the wait ended because a condition in RV(stuck_conditions) lasted O(stuck_timeout) seconds.
   returned: always
@@ -306,6 +315,7 @@ from ansible_collections.gpuops.training.plugins.module_utils.k8s_client import 
 )
 from ansible_collections.gpuops.training.plugins.module_utils.stuck import (
     judge_stuck,
+    name_gone_pods,
     needs_events,
     stuck_conditions,
 )
@@ -471,6 +481,7 @@ def main():
             else []
         )
         judge_stuck(verdict, conditions, now, params["stuck_timeout"], params["expected_pods"])
+        name_gone_pods(verdict, obj, events)
         verdict.update(
             timed_out=False, elapsed=round(now - started, 1), remaining=round(max(deadline - now, 0), 1)
         )

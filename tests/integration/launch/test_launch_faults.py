@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 
 import pytest
 from cluster_helpers import wait_for
@@ -103,8 +104,31 @@ class CrashLooper(NamespacePoller):
             )  # fmt: skip
             if patched.returncode == 0:
                 self.restarts[name] = restarts
+                self.back_off_event(pod, restarts)
             elif "NotFound" not in patched.stderr:  # deleted when the run stopped it: fine
                 self.errors.append(patched.stderr)
+
+    def back_off_event(self, pod, restarts):
+        """The kubelet's Warning Event of a crash loop (pkg/kubelet/kuberuntime), counted."""
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "%s.%d" % (name, restarts), "namespace": self.namespace},
+            "type": "Warning",
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container pytorch in pod %s_%s(%s)"
+            % (name, self.namespace, uid),
+            "count": restarts,
+            "firstTimestamp": pod["status"].get("startTime") or now,
+            "lastTimestamp": now,
+            "involvedObject": {"kind": "Pod", "name": name, "namespace": self.namespace, "uid": uid},
+            "source": {"component": "kubelet"},
+        }
+        created = self.cluster.kubectl("create", "-f", "-", input=json.dumps(event), check=False)
+        if created.returncode != 0:
+            self.errors.append(created.stderr)
 
 
 def crash_loop_status(pod, restarts):
@@ -174,11 +198,15 @@ def test_crash_looping_pods_end_the_run_naming_them_and_their_state(
     assert ends_with in output, output
     for name in looper.restarts:
         assert name + ": " in output, (name, output)
-        # The pod's own description runs to the next pod's name.
+        # The pod's own description runs to the next pod's name: its state as the wait saw it,
+        # or, when the operator deleted the pods before the wait's first read (a loaded
+        # machine), the kubelet's last Event about it.
         described = re.split(r"; (?=rn-)", output[output.index(name + ": ") :])[0]
         assert (
             "CrashLoopBackOff: container pytorch: back-off 40s restarting failed container=pytorch "
-            "(last exit code 1, Error)" in described
+            "(last exit code 1, Error)"
+            in described
+            or "BackOff: Back-off restarting failed container pytorch in pod %s_" % name in described
         ), (name, output)
 
 

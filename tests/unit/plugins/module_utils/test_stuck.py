@@ -499,3 +499,61 @@ def test_pods_refused_a_place_for_one_reason_are_named_together():
         "; to go on, free cpu on the nodes (other pods hold it) or add nodes that have it"
         in verdict["message"]
     )
+
+
+# --------------------------------------------------------------------------------------
+# a failed workload whose pods are gone
+# --------------------------------------------------------------------------------------
+
+
+def crash_looped_case():
+    case = load("pytorchjob-crashloop-pods-gone.yaml")
+    verdict = judge("PyTorchJob", "rn-06523b", "training", case["job"], [], parse_time("2026-11-29T09:10:21Z"))
+    return case, verdict
+
+
+def test_a_job_failed_before_its_pods_were_seen_names_them_from_their_last_events():
+    case, verdict = crash_looped_case()
+    assert verdict["message"].endswith("no pod of it is left to tell why")
+    stuck.name_gone_pods(verdict, case["job"], case["events"])
+    # Each pod of this job once, with its newest Event; not the older namesake's pod nor
+    # another job's.
+    assert verdict["pod_events"] == [
+        {
+            "name": "rn-06523b-master-0",
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container pytorch in pod "
+            "rn-06523b-master-0_training(8d6f2e11-9a3b-4c7d-b1e0-2a4c6e8f0b12)",
+            "count": 2,
+        },
+        {
+            "name": "rn-06523b-worker-0",
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container pytorch in pod "
+            "rn-06523b-worker-0_training(5b0c9a44-2d51-4f0e-8c2b-7f1e0c3d6a10)",
+            "count": 3,
+        },
+    ]
+    message = verdict["message"]
+    assert message.startswith(
+        "PyTorchJob training/rn-06523b failed (PyTorchJobFailed: Job rn-06523b has failed because it"
+        " has reached the specified backoff limit); its pods are gone, their last Warning Events: "
+        "rn-06523b-master-0: BackOff: Back-off restarting failed container pytorch in pod "
+    )
+    assert "rn-06523b-worker-0: BackOff: Back-off restarting failed container pytorch" in message
+    assert "(3 times)" in message and "no pod of it is left" not in message
+    assert "the Training Operator deletes every pod of a job" in message
+
+
+def test_pods_the_wait_saw_or_a_job_not_failed_keep_their_own_words():
+    case, verdict = crash_looped_case()
+    seen = dict(verdict, pods=[{"name": "rn-06523b-worker-0", "phase": "Running", "gone": True}])
+    before = dict(seen)
+    stuck.name_gone_pods(seen, case["job"], case["events"])
+    assert seen == before
+    running = dict(verdict, phase="Running", message="")
+    stuck.name_gone_pods(running, case["job"], case["events"])
+    assert "pod_events" not in running and running["message"] == ""
+    # No Event of its pods: the message says so as before.
+    stuck.name_gone_pods(verdict, case["job"], case["events"][-1:])
+    assert verdict["message"].endswith("no pod of it is left to tell why")
