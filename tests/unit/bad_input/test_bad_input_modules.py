@@ -334,6 +334,16 @@ class ServedLogs:
             pass
 
 
+def history_writes(args, workspace, cwd):
+    directory = args.get("dir")
+    if not isinstance(directory, str) or not directory:
+        return set()
+    return {os.path.abspath(os.path.join(cwd, os.path.expanduser(directory)))}
+
+
+HISTORY_RECORD = {"node": "gpu-1", "source": "nccl_tests", "metric": "busbw_gbps", "value": 480.0}
+
+
 def original_file_writes(args, workspace, cwd):
     path = args.get("path")
     if not isinstance(path, str) or not path:
@@ -494,6 +504,22 @@ CASES = {
         base={"path": WS + "/etc/crio/99-ulimits.conf", "marker": "(gpuops.training.crio_limits)"},
         overrides={"suffix": st.one_of(st.sampled_from([".keep", "/x", ".conf", "", "..", "a\x00"]), text)},
         writes=original_file_writes,
+    ),
+    "node_history": Case(
+        base={"dir": WS + "/history", "records": [HISTORY_RECORD]},
+        overrides={
+            "records": st.one_of(
+                st.just([HISTORY_RECORD]),
+                st.lists(st.one_of(replace_one(HISTORY_RECORD), anything), max_size=3),
+                anything,
+            ),
+            "drop_percent": st.one_of(st.sampled_from([15, 0, 100, -1, 99.9]), anything),
+            "window": st.one_of(st.integers(-1, 12), anything),
+            "min_samples": st.one_of(st.integers(-1, 12), anything),
+            "keep": st.one_of(st.integers(-1, 12), anything),
+            "dir": st.one_of(st.sampled_from([WS + "/history", WS + "/a/../h", ""]), text),
+        },
+        writes=history_writes,
     ),
     "run_report": Case(
         base={"summary": SUMMARY, "dest": WS + "/report", "plots": False},
