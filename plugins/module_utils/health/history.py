@@ -300,3 +300,39 @@ def run(
         "appended": len(stored) if files else 0,
         "files": files,
     }
+
+
+def isolate_records(summary, collective, run_id="", gpus_per_node=None):
+    """What an isolate run (isolate.json's summary) adds to each node's history: every node's
+    bus bandwidth alone, and its bus bandwidth with each partner it was paired with (the
+    link's own history). Halves are left out: their nodes change from run to run."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("tests"), list):
+        raise HistoryError("the isolate summary must be a mapping with its tests, got %r" % (summary,))
+    gpus = (" x %s GPUs" % gpus_per_node) if gpus_per_node else ""
+    records = []
+    for index, test in enumerate(summary["tests"]):
+        nodes = test.get("nodes") if isinstance(test, dict) else None
+        if not isinstance(nodes, list) or not all(isinstance(node, str) and node for node in nodes):
+            raise HistoryError(
+                "tests[%d] must be a mapping with the names of its nodes, got %r" % (index, test)
+            )
+        value = test.get("busbw")
+        if not _is_number(value) or len(nodes) not in (1, 2):
+            continue
+        for node in nodes:
+            partner = [other for other in nodes if other != node]
+            key = (
+                ("%s with %s" % (collective, partner[0])) if partner else ("%s alone%s" % (collective, gpus))
+            )
+            records.append(
+                {
+                    "node": node,
+                    "source": "nccl_tests",
+                    "metric": "busbw_gbps",
+                    "key": key,
+                    "value": value,
+                    "run_id": run_id,
+                    "details": {"test": test.get("id"), "slow": bool(test.get("slow"))},
+                }
+            )
+    return records

@@ -109,10 +109,12 @@ def run_isolate(isolate_fleet, tmp_path_factory, name, **faults):
     assert not server.errors, server.errors
     left = json.loads(cluster.kubectl("get", "mpijobs", "-n", namespace, "-o", "json").stdout)["items"]
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    (run_dir,) = runs_dir.iterdir()
+    # The run's directory, and beside it each node's history (nccl_tests_history_dir's default).
+    (run_dir,) = [path for path in runs_dir.iterdir() if path.name != "history"]
     return {
         "run": run,
         "run_dir": run_dir,
+        "history_dir": runs_dir / "history",
         "summary": json.loads((run_dir / "isolate.json").read_text())
         if (run_dir / "isolate.json").exists()
         else None,
@@ -158,6 +160,22 @@ def test_it_takes_two_network_rounds_beyond_the_singles_each_test_on_its_own_nod
     assert isolated["placements"], "no worker was seen placed"
     assert all(node in test_nodes.split(",") for test_nodes, node in isolated["placements"])
     assert isolated["left"] == []
+
+
+def test_every_nodes_figures_go_to_its_own_history_on_the_controller(isolated):
+    summary, run_dir, nodes = isolated["summary"], isolated["run_dir"], isolated["nodes"]
+    # The first run of these nodes: kept, nothing to judge them against yet.
+    assert summary["history"]["kept"] is True and summary["history"]["flagged"] == []
+    assert all(verdict["samples"] == 0 for verdict in summary["history"]["judged"])
+    for node in nodes:
+        path = isolated["history_dir"] / (node + ".jsonl")
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        assert {record["run_id"] for record in records} == {run_dir.name}
+        alone = [record for record in records if record["key"] == "all_reduce alone x 8 GPUs"]
+        (single,) = [test for test in summary["tests"] if test["nodes"] == [node]]
+        assert [record["value"] for record in alone] == [single["busbw"]]
+        pairs = [test for test in summary["tests"] if len(test["nodes"]) == 2 and node in test["nodes"]]
+        assert len(records) == 1 + len(pairs)
 
 
 def test_the_suspect_comes_with_the_rows_that_show_it(isolated):

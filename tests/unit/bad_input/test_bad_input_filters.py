@@ -372,8 +372,26 @@ GATE_SETTINGS = {
 gate_items = like(st.just(GATE_ITEMS), replace_one(GATE_ITEMS[0]).map(lambda item: [item]))
 gate_nodes = like(st.just([GATE_NODE]), replace_one(GATE_NODE).map(lambda node: [node]))
 
+# An isolate run's summary as history_isolate_records reads it.
+ISOLATE_SUMMARY = {
+    "tests": [
+        {"id": "s1", "nodes": ["a"], "busbw": 480.0},
+        {"id": "p1", "nodes": ["a", "b"], "busbw": 190.0},
+    ]
+}
+isolate_summaries = like(
+    st.just(ISOLATE_SUMMARY),
+    replace_one(ISOLATE_SUMMARY),
+    replace_one(ISOLATE_SUMMARY["tests"][1]).map(lambda test: {"tests": [test]}),
+)
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
+    "history_isolate_records": (
+        BUILDER,
+        call(isolate_summaries, like(st.just("all_reduce")), run_id=text, gpus_per_node=small_int),
+        ("history_isolate_records",),
+    ),
     "health_gate": (
         BUILDER,
         call(

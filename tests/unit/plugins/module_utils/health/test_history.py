@@ -163,3 +163,27 @@ def test_bad_input_is_refused_naming_the_field_before_anything_is_kept(tmp_path,
     with pytest.raises(history.HistoryError, match="^" + re.escape(message)):
         history.run(str(tmp_path), [busbw("gpu-0", 480.0, 1), *records] if records else [], **settings)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_isolate_run_adds_each_nodes_single_and_pair_figures_and_no_halves():
+    summary = {
+        "tests": [
+            {"id": "r1-a", "round": 1, "nodes": ["gpu-01"], "busbw": 481.2, "slow": False},
+            {"id": "r1-b", "round": 1, "nodes": ["gpu-02"], "busbw": None, "slow": False},  # no result
+            {"id": "r2-ab", "round": 2, "nodes": ["gpu-01", "gpu-02"], "busbw": 188.4, "slow": True},
+            {"id": "r3-half", "round": 3, "nodes": ["gpu-01", "gpu-02", "gpu-03", "gpu-04"], "busbw": 180.0},
+        ]
+    }
+    records = history.isolate_records(summary, "all_reduce", "nccl-7", 8)
+    assert [(r["node"], r["key"], r["value"]) for r in records] == [
+        ("gpu-01", "all_reduce alone x 8 GPUs", 481.2),
+        ("gpu-01", "all_reduce with gpu-02", 188.4),
+        ("gpu-02", "all_reduce with gpu-01", 188.4),
+    ]
+    assert records[1]["details"] == {"test": "r2-ab", "slow": True}
+    assert all(r["source"] == "nccl_tests" and r["metric"] == "busbw_gbps" for r in records)
+    assert all(r["run_id"] == "nccl-7" for r in records)
+    with pytest.raises(
+        history.HistoryError, match=r"^tests\[0\] must be a mapping with the names of its nodes"
+    ):
+        history.isolate_records({"tests": [{"nodes": "gpu-01"}]}, "all_reduce")
