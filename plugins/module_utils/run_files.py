@@ -185,7 +185,6 @@ def _apply(dest, dirs, entries, check_mode, diff, require_parents=True):
     """In check mode a file's missing directory is no error: the tasks before it wrote nothing
     either (ansible.builtin.copy reports such a file as changed too)."""
     planned = set()  # directories that exist, or will in check mode
-    created_dirs = []
     dirs_changed = []
     diffs = []
     for relative, mode in dirs:
@@ -203,7 +202,6 @@ def _apply(dest, dirs, entries, check_mode, diff, require_parents=True):
                         "after": {"path": directory, "state": "directory"},
                     }
                 )
-            created_dirs.extend(created)
             continue
         current = stat.S_IMODE(os.stat(path).st_mode)
         if current != mode:
