@@ -69,7 +69,7 @@ def normalize(dest, directories=None, files=None, directory_mode="0755"):
     dirs = []
     for index, value in enumerate(directories):
         relative = _relative(value, "directories[%d]" % index)
-        if relative not in [d for d, _ in dirs]:
+        if (relative, dir_mode) not in dirs:
             dirs.append((relative, dir_mode))
     if files is None:
         files = []
