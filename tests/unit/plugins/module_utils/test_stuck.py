@@ -508,7 +508,9 @@ def test_pods_refused_a_place_for_one_reason_are_named_together():
 
 def crash_looped_case():
     case = load("pytorchjob-crashloop-pods-gone.yaml")
-    verdict = judge("PyTorchJob", "rn-06523b", "training", case["job"], [], parse_time("2026-11-29T09:10:21Z"))
+    verdict = judge(
+        "PyTorchJob", "rn-06523b", "training", case["job"], [], parse_time("2026-11-29T09:10:21Z")
+    )
     return case, verdict
 
 
