@@ -25,11 +25,13 @@ description:
   - The same plugin file holds C(training_operator_init_container_problems), which takes a dict of C(cpu) and
     C(memory) and the name of the variable that holds it, and returns a message for each bad value naming
     that variable (empty when valid), for an C(assert) before any API call.
+  - The objects may be given as their JSON text (what C(gpuops.training.k8s_manifest_json) returns, the
+    form the role keeps the manifests in, as a list of nested objects costs ansible-core 2.19 seconds at
+    each task): they are then returned as JSON text too.
 options:
   _input:
-    description: The operator's objects (the v1 manifests as dicts).
-    type: list
-    elements: dict
+    description: The operator's objects (the v1 manifests as dicts), or their JSON text.
+    type: raw
     required: true
   cpu:
     description: The init container's CPU, requested and limited.
@@ -52,14 +54,17 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The objects, the ConfigMap placed before the Deployment.
-  type: list
-  elements: dict
+  description: The objects, the ConfigMap placed before the Deployment; their JSON text when they were given as text.
+  type: raw
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible.release import __version__ as ansible_core_version
 
+from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
+    as_objects,
+    same_form,
+)
 from ansible_collections.gpuops.training.plugins.module_utils.operator_init_container import (
     with_init_container_template,
 )
@@ -102,8 +107,10 @@ def training_operator_init_container(objects, cpu=DEFAULTS["cpu"], memory=DEFAUL
     if problems:
         raise AnsibleFilterError("; ".join(problems))
     try:
-        result = with_init_container_template(objects, str(cpu), str(memory))
-    except ValueError as error:
+        result = same_form(
+            objects, with_init_container_template(as_objects(objects, "the objects"), str(cpu), str(memory))
+        )
+    except ValueError as error:  # ManifestError included
         raise AnsibleFilterError("training_operator_init_container: %s" % error) from error
     return wrap_var(result) if wrap_var else result
 

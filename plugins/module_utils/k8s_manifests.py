@@ -7,13 +7,28 @@ The roles that install an operator from its upstream manifests check them before
 API call, apply them in dependency order (namespaces and CRDs before what lives in them,
 webhooks last so they never block the objects applied with them), delete them in the
 reverse order, and report a rejected object by name with the API server's own message.
+
+Every helper takes the objects as a list or as their JSON text (``manifest_json``): a big
+manifest (upstream's CRDs are megabytes) is cheap to hand from task to task as one string,
+while Ansible 2.19 templates, tags and copies a list of nested objects at every task that
+names it (seconds each).
 """
 
 from __future__ import annotations
 
 import ast
+import datetime
 import json
+import re
+import uuid
 from collections.abc import Mapping
+
+import yaml
+
+try:  # libyaml's parser: about 10 times as fast as PyYAML's own
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _SafeLoader
 
 # kustomize's legacy order: what others depend on first, admission webhooks last.
 APPLY_ORDER = (
@@ -47,6 +62,115 @@ class ManifestError(ValueError):
     """An argument that is not what the helpers take; the message names it."""
 
 
+def as_objects(value, what="documents"):
+    """``value`` as a list: a list or tuple as it is, a string as the objects' JSON text (a
+    JSON list, or the stream ``objects_json`` writes: a ``---`` line before each object's JSON
+    on a line of its own), None as empty. Anything else is returned unchanged for the caller
+    to name; a string that is neither is a ManifestError naming ``what``."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if value.startswith("---"):
+            return [json.loads(line) for line in value.split("\n") if line.strip() not in ("", "---")]
+        if not value.strip():
+            return []
+        parsed = json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise ManifestError(
+            "%s must be a list of Kubernetes objects or their JSON text, got a string that is not JSON (%s)"
+            % (what, error)
+        ) from None
+    if parsed is not None and not isinstance(parsed, list):
+        raise ManifestError(
+            "%s must be a list of Kubernetes objects or their JSON text, got the JSON text of %s"
+            % (what, "a mapping" if isinstance(parsed, dict) else _kind_of_value(parsed))
+        )
+    return parsed
+
+
+# What a YAML 1.1 parser (kubernetes.core.k8s's yaml.safe_load_all, which reads a string
+# definition) would read otherwise than JSON means: line breaks of YAML's own (NEL, LS, PS),
+# which fold inside a quoted scalar, and characters it refuses. JSON leaves them as they are
+# inside strings, where the \u escape that replaces them means the same to both.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def _yaml_float(number):
+    """A float as YAML 1.1 reads it back: with a dot before its exponent (1.0e+20, not 1e+20,
+    which YAML reads as a string), .inf and .nan for the non-finite ones."""
+    if number != number:
+        return ".nan"
+    if number in (float("inf"), float("-inf")):
+        return "-.inf" if number < 0 else ".inf"
+    text = repr(number)
+    if "." not in text and "e" in text:
+        mantissa, exponent = text.split("e")
+        text = "%s.0e%s" % (mantissa, exponent)
+    return text
+
+
+def _json_safe(value, floats):
+    """``value`` ready for json.dumps: dates as ISO text (as Ansible's JSON encoder writes
+    them), and each float that YAML would read otherwise replaced by a placeholder string,
+    recorded in ``floats``. Containers are copied only where something changed."""
+    if isinstance(value, dict):
+        copied = {key: _json_safe(item, floats) for key, item in value.items()}
+        return value if all(copied[key] is value[key] for key in value) else copied
+    if isinstance(value, list):
+        copied = [_json_safe(item, floats) for item in value]
+        return value if all(new is old for new, old in zip(copied, value, strict=True)) else copied
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, float) and not isinstance(value, bool):
+        text = _yaml_float(value)
+        if text != repr(value):
+            placeholder = "gpuops-float-%s-%d" % (floats["nonce"], len(floats["texts"]))
+            floats["texts"][placeholder] = text
+            return placeholder
+    return value
+
+
+def objects_json(items):
+    """The JSON text of a list of objects as a multi-document YAML stream: ``---`` and each
+    object's JSON on a line of its own (JSON without spaces holds no line break), which YAML
+    1.1 (kubernetes.core.k8s reading a string ``definition``) reads as the same objects, one
+    document each; no objects is an empty text."""
+    floats = {"nonce": uuid.uuid4().hex, "texts": {}}
+    try:
+        text = "".join(
+            "---\n%s\n" % json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+            for item in _json_safe(list(items), floats)
+        )
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ManifestError("the objects cannot be written as JSON: %s" % error) from None
+    text = _YAML_UNSAFE.sub(lambda match: "\\u%04x" % ord(match.group()), text)
+    for placeholder, number in floats["texts"].items():
+        text = text.replace('"%s"' % placeholder, number)
+    return text
+
+
+def same_form(given, items):
+    """``items`` in the form the caller gave its objects in: JSON text for a string, else
+    the list."""
+    return objects_json(items) if isinstance(given, str) else items
+
+
+def manifest_json(text, labels=None):
+    """The objects of a multi-document YAML text (a rendered kustomization, a manifest file)
+    as one JSON text: parsed with libyaml, empty documents dropped, Lists unpacked, sorted for
+    applying (``apply_order``) and labelled (``with_labels``)."""
+    if not isinstance(text, str):
+        raise ManifestError("the manifests must be YAML text, got %s" % _kind_of_value(text))
+    try:
+        # str.__str__: libyaml takes an exact str only, not Ansible's tagged str.
+        documents = list(yaml.load_all(str.__str__(text), Loader=_SafeLoader))
+    except yaml.YAMLError as error:
+        raise ManifestError("the manifests are not valid YAML: %s" % error) from None
+    except RecursionError:
+        raise ManifestError("the manifests are not valid YAML: nested too deeply") from None
+    return objects_json(with_labels(apply_order(documents), labels))
+
+
 def _metadata_of(document):
     metadata = document.get("metadata") if isinstance(document, dict) else None
     return metadata if isinstance(metadata, dict) else {}
@@ -75,12 +199,15 @@ def object_ref(document):
 
 
 def objects(documents):
-    """The objects of a parsed multi-document YAML: empty documents dropped, Lists unpacked."""
+    """The objects of a parsed multi-document YAML (or their JSON text): empty documents
+    dropped, Lists unpacked."""
+    documents = as_objects(documents)
     if documents is not None and (
         isinstance(documents, (str, dict)) or not isinstance(documents, (list, tuple))
     ):
         raise ManifestError(
-            "documents must be a list of Kubernetes objects, got %s" % _kind_of_value(documents)
+            "documents must be a list of Kubernetes objects or their JSON text, got %s"
+            % _kind_of_value(documents)
         )
     found = []
     for document in documents or []:
@@ -230,6 +357,11 @@ def by_kind(documents, kind):
     ]
 
 
+def object_refs(documents):
+    """``object_ref`` of each object: what a task needs to name them, without the objects."""
+    return [object_ref(document) for document in objects(documents)]
+
+
 def names(documents, kind):
     """Names of the objects of one kind; ``namespace/name`` for namespaced ones."""
     found = []
@@ -366,7 +498,7 @@ def apply_report(documents, registered, deferred=(), what="the objects", check_m
     failed call), else a one-line summary.
     """
     items = objects(documents)
-    results = call_results(documents, registered)
+    results = call_results(items, registered)
     refused = rejected(items, results)
     touched = changed(items, results)
     try:

@@ -25,9 +25,12 @@ description:
   - Runs on the controller and contacts no API server.
 options:
   objects:
-    description: The objects the call was given, in the same order.
-    type: list
-    elements: dict
+    description:
+      - The objects the call was given, in the same order, as a list or as their JSON text
+        (what C(gpuops.training.k8s_manifest_json) returns; a string passes from task to task
+        at no cost, where ansible-core 2.19 templates and copies a list of big objects at each
+        task).
+    type: raw
     required: true
   results:
     description:
@@ -39,8 +42,8 @@ options:
     description:
       - Objects check mode did not send, as their namespace does not exist yet (a server-side
         dry run of them fails with NotFound). They are reported as changes.
-    type: list
-    elements: dict
+      - A list or its JSON text, as O(objects).
+    type: raw
     default: []
   what:
     description: How the messages name the objects as a whole, such as C(namespace training).

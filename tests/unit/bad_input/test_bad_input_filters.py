@@ -79,7 +79,13 @@ manifest_object = st.one_of(
     st.just({"kind": "List", "items": [NAMESPACE_OBJ, DEPLOYMENT]}),
     st.none(),
 )
-documents = like(st.lists(manifest_object, max_size=5))
+# The objects as a list, or as their JSON text (the form k8s_manifest_json returns).
+documents = like(st.lists(manifest_object, max_size=5), st.lists(manifest_object, max_size=5).map(json.dumps))
+manifest_text = like(
+    st.lists(manifest_object, max_size=4).map(lambda items: yaml.safe_dump_all(items)),
+    st.sampled_from(["", "---\n", "kind: [", "!!binary aGk=", "a: !!set {b: null}", "- 1e+20\n- .nan\n"]),
+    text,
+)
 k8s_result = like(
     st.sampled_from(
         [
@@ -415,6 +421,12 @@ CASES = {
         call(documents, required=string_list, what=like(st.just("the manifests"))),
         (),
     ),
+    "k8s_manifest_json": (
+        BUILDER,
+        call(manifest_text, like(st.dictionaries(text, text, max_size=2))),
+        ("k8s_manifest_json", "manifests", "labels", "objects"),
+    ),
+    "k8s_objects": (BUILDER, call(documents), ("k8s_objects", "documents")),
     "k8s_apply_order": (BUILDER, call(documents), ("k8s_apply_order", "documents")),
     "k8s_delete_order": (
         BUILDER,
@@ -439,6 +451,7 @@ CASES = {
     "k8s_rejected": (BUILDER, call(documents, k8s_results), ("k8s_rejected", "documents", "results")),
     "k8s_changed": (BUILDER, call(documents, k8s_results), ("k8s_changed", "documents", "results")),
     "k8s_object_ref": (TOTAL, call(like(manifest_object)), ()),
+    "k8s_object_refs": (BUILDER, call(documents), ("k8s_object_refs", "documents")),
     "k8s_api_error_message": (TOTAL, call(like(k8s_result.map(str))), ()),
     "machineconfig": (
         BUILDER,

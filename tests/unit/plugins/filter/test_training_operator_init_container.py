@@ -214,3 +214,16 @@ def test_only_the_deployment_is_copied_and_the_input_is_left_as_it_was():
     assert objects[0] is OBJECTS[0]
     assert objects[2] is not OBJECTS[1] and objects[2]["metadata"] == OBJECTS[1]["metadata"]
     assert yaml.safe_dump_all(OBJECTS) == before
+
+
+def test_the_objects_as_json_text_come_back_as_json_text_with_the_same_objects():
+    from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
+        as_objects,
+        objects_json,
+    )
+
+    text = INIT_CONTAINER(objects_json(OBJECTS), cpu="200m", memory="32Mi")
+    assert isinstance(text, str)
+    assert as_objects(text) == INIT_CONTAINER(OBJECTS, cpu="200m", memory="32Mi")
+    with pytest.raises(AnsibleFilterError, match="^training_operator_init_container: the objects must be"):
+        INIT_CONTAINER("kind: Deployment")

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 
 import pytest
+import yaml
 
 from ansible_collections.gpuops.training.plugins.module_utils.k8s_manifests import (
     ManifestError,
     api_error_message,
     apply_order,
     apply_report,
+    as_objects,
     call_results,
     changed,
     delete_order,
+    manifest_json,
     manifest_problems,
     names,
     object_ref,
+    object_refs,
     objects,
+    objects_json,
     rejected,
+    same_form,
     split_by_namespaces,
     with_labels,
 )
@@ -287,3 +295,137 @@ def test_apply_report_of_a_no_op_changes_nothing():
         "diff": [],
         "msg": "0 of the 2 objects of the operator changed",
     }
+
+
+# --------------------------------------------------------------------------------------
+# The objects as one JSON text (manifest_json): every helper takes the text or the list.
+# --------------------------------------------------------------------------------------
+
+MANIFEST_YAML = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validator.training-operator.kubeflow.org}
+---
+# an empty document
+---
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: training-operator
+      namespace: kubeflow
+      labels: {app.kubernetes.io/managed-by: upstream}
+  - {apiVersion: v1, kind: Namespace, metadata: {name: kubeflow}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pytorchjobs.kubeflow.org}
+spec: {description: "{{.MasterAddr}} stays as it is", enabled: yes, maximum: 1.0e+20, ratio: 0.5}
+"""
+LABELS = {"app.kubernetes.io/managed-by": "gpuops-training"}
+
+
+def test_manifest_json_reads_orders_and_labels_the_objects_as_the_list_helpers_do():
+    text = manifest_json(MANIFEST_YAML, LABELS)
+    assert isinstance(text, str)
+    expected = with_labels(apply_order(list(yaml.safe_load_all(MANIFEST_YAML))), LABELS)
+    assert as_objects(text) == expected
+    assert list(yaml.safe_load_all(text)) == expected  # as kubernetes.core.k8s reads a definition
+    assert [item["kind"] for item in expected] == [
+        "Namespace",
+        "CustomResourceDefinition",
+        "Deployment",
+        "ValidatingWebhookConfiguration",
+    ]
+    # A label the object has keeps its value; YAML 1.1's yes is true, 1.0e+20 a float.
+    assert expected[2]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "upstream"}
+    assert expected[1]["spec"]["enabled"] is True and expected[1]["spec"]["maximum"] == 1e20
+    assert manifest_json("", LABELS) == "" and as_objects("") == []
+
+
+def test_the_json_text_reads_back_the_same_through_yaml_as_kubernetes_core_reads_a_definition():
+    items = [
+        {
+            "kind": "ConfigMap",
+            "data": {"line": "a\u2028b\x85c\x7fd\ufeffe", "emoji": "\U0001f680", "go": "{{.MaxTries}}"},
+            "numbers": [1e20, -2.5e-7, 1e-05, 0.5, 3, -0.0, 10**30, True, None],
+            "when": datetime.date(2024, 1, 2),
+            "1": "a key that was a number",
+        }
+    ]
+    text = objects_json(items)
+    back = list(yaml.safe_load_all(text))  # pure-Python PyYAML, as kubernetes.core.k8s reads it
+    expected = dict(items[0], when="2024-01-02")
+    assert back == [expected]
+    assert as_objects(text) == [expected]
+    special = objects_json([{"n": [math.inf, -math.inf, math.nan]}])
+    read = list(yaml.safe_load_all(special))[0]["n"]
+    assert read[0] == math.inf and read[1] == -math.inf and math.isnan(read[2])
+
+
+def test_as_objects_takes_a_list_or_its_json_text_and_names_a_bad_string():
+    assert as_objects([NAMESPACE]) == [NAMESPACE]
+    assert as_objects(json.dumps([NAMESPACE, CRD])) == [NAMESPACE, CRD]
+    assert as_objects("null") is None
+    assert as_objects(None) is None and as_objects(7) == 7  # other types: the caller names them
+    with pytest.raises(
+        ManifestError,
+        match="^documents must be a list of Kubernetes objects or their JSON text, got a string that is not",
+    ):
+        as_objects("kind: Namespace")
+    with pytest.raises(ManifestError, match="^deferred must be .* got the JSON text of a mapping"):
+        as_objects(json.dumps(NAMESPACE), "deferred")
+    with pytest.raises(ManifestError, match="not JSON"):
+        as_objects("[" * 100000)
+    # The stream objects_json writes keeps a document that is a list (malformed manifests) apart.
+    assert as_objects(objects_json([[1], NAMESPACE])) == [[1], NAMESPACE]
+    with pytest.raises(
+        ManifestError,
+        match="^documents must be a list of Kubernetes objects or their JSON text, got a number",
+    ):
+        objects(7)
+    with pytest.raises(ManifestError, match="^the manifests are not valid YAML"):
+        manifest_json("a: [b\n")
+    with pytest.raises(ManifestError, match="^the manifests must be YAML text, got a list"):
+        manifest_json([NAMESPACE])
+    with pytest.raises(ManifestError, match="^labels must be a mapping"):
+        manifest_json("kind: Namespace", ["a"])
+    with pytest.raises(ManifestError, match="^the objects cannot be written as JSON"):
+        manifest_json("!!set {a: null}")
+
+
+def test_every_helper_takes_the_json_text_like_the_list():
+    listed = [WEBHOOK, CUSTOM, DEPLOYMENT, ROLE, CRD, NAMESPACE]
+    text = json.dumps(listed)
+    assert apply_order(text) == apply_order(listed)
+    assert with_labels(text, LABELS) == with_labels(listed, LABELS)
+    assert delete_order(text, ["CustomResourceDefinition"]) == delete_order(
+        listed, ["CustomResourceDefinition"]
+    )
+    assert names(text, "Deployment") == ["kubeflow/training-operator"]
+    assert split_by_namespaces(text, ["default"]) == split_by_namespaces(listed, ["default"])
+    assert manifest_problems(text, ["CustomResourceDefinition/pytorchjobs.kubeflow.org"]) == []
+    assert manifest_problems("{", what="the manifests")[0].startswith(
+        "the manifests: documents must be a list of Kubernetes objects or their JSON text, got a string"
+    )
+    assert object_refs(text) == [object_ref(item) for item in listed]
+    results = [{"changed": True}] + [{"changed": False}] * 5
+    assert changed(text, results) == [
+        "ValidatingWebhookConfiguration validator.training-operator.kubeflow.org"
+    ]
+    assert same_form(text, [NAMESPACE]) == objects_json([NAMESPACE]) and same_form(listed, [NAMESPACE]) == [
+        NAMESPACE
+    ]
+
+
+def test_apply_report_takes_the_objects_and_the_deferred_ones_as_json_text():
+    registered = {"changed": True, "result": {"results": [{"changed": True}, {"changed": False}]}}
+    report = apply_report(
+        json.dumps([NAMESPACE, CRD]), registered, json.dumps([DEPLOYMENT]), "the operator", check_mode=True
+    )
+    assert report["changed_objects"] == ["Namespace kubeflow"]
+    assert report["deferred_objects"] == ["Deployment kubeflow/training-operator"]
+    with pytest.raises(ManifestError, match="^deferred: documents must be"):
+        apply_report("[]", {}, "not json")
