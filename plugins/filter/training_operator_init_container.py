@@ -27,7 +27,7 @@ description:
     that variable (empty when valid), for an C(assert) before any API call.
   - The objects may be given as their JSON text (what C(gpuops.training.k8s_manifest_json) returns, the
     form the role keeps the manifests in, as a list of nested objects costs ansible-core 2.19 seconds at
-    each task): they are then returned as JSON text too.
+    each task) - they are then returned as JSON text too.
 options:
   _input:
     description: The operator's objects (the v1 manifests as dicts), or their JSON text.
