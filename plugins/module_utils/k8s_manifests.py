@@ -19,16 +19,20 @@ from __future__ import annotations
 import ast
 import datetime
 import json
+import math
 import re
 import uuid
 from collections.abc import Mapping
 
-import yaml
+try:  # on the controller (filters, actions); a module that only reports never parses YAML
+    import yaml
 
-try:  # libyaml's parser: about 10 times as fast as PyYAML's own
-    from yaml import CSafeLoader as _SafeLoader
+    try:  # libyaml's parser: about 10 times as fast as PyYAML's own
+        from yaml import CSafeLoader as _SafeLoader
+    except ImportError:  # pragma: no cover
+        from yaml import SafeLoader as _SafeLoader
 except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _SafeLoader
+    yaml = _SafeLoader = None
 
 # kustomize's legacy order: what others depend on first, admission webhooks last.
 APPLY_ORDER = (
@@ -98,7 +102,7 @@ _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff
 def _yaml_float(number):
     """A float as YAML 1.1 reads it back: with a dot before its exponent (1.0e+20, not 1e+20,
     which YAML reads as a string), .inf and .nan for the non-finite ones."""
-    if number != number:
+    if math.isnan(number):
         return ".nan"
     if number in (float("inf"), float("-inf")):
         return "-.inf" if number < 0 else ".inf"
@@ -161,6 +165,8 @@ def manifest_json(text, labels=None):
     applying (``apply_order``) and labelled (``with_labels``)."""
     if not isinstance(text, str):
         raise ManifestError("the manifests must be YAML text, got %s" % _kind_of_value(text))
+    if yaml is None:  # pragma: no cover
+        raise ManifestError("reading the manifests needs PyYAML on the controller")
     try:
         # str.__str__: libyaml takes an exact str only, not Ansible's tagged str.
         documents = list(yaml.load_all(str.__str__(text), Loader=_SafeLoader))

@@ -82,7 +82,7 @@ manifest_object = st.one_of(
 # The objects as a list, or as their JSON text (the form k8s_manifest_json returns).
 documents = like(st.lists(manifest_object, max_size=5), st.lists(manifest_object, max_size=5).map(json.dumps))
 manifest_text = like(
-    st.lists(manifest_object, max_size=4).map(lambda items: yaml.safe_dump_all(items)),
+    st.lists(manifest_object, max_size=4).map(yaml.safe_dump_all),
     st.sampled_from(["", "---\n", "kind: [", "!!binary aGk=", "a: !!set {b: null}", "- 1e+20\n- .nan\n"]),
     text,
 )
