@@ -52,8 +52,6 @@ help:
 	@echo "make integration-harness - the tests on the harness: its two lanes side by side"
 	@echo "make integration-harness-real-node - the harness tests with the real node (kubelet + CRI-O)"
 	@echo "make integration-harness-simulated - the harness tests on kwok's nodes: cluster roles and launches, two lanes"
-	@echo "make integration-harness-simulated-cluster - the cluster roles' tests on kwok's nodes, on .harness-simulated"
-	@echo "make integration-harness-simulated-launch - the launches' tests on kwok's nodes, on .harness-launch"
 	@echo "make integration-host - the tests on this host: torchrun, SSH, podman, a standalone CRI-O"
 	@echo "make molecule        - every Molecule scenario (SCENARIOS='a b' picks some), on a harness of its own"
 	@echo "make checks          - lint, docs-check, unit and sanity, one after another"

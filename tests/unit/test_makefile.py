@@ -35,12 +35,7 @@ def test_integration_tests_that_use_the_harness_run_in_its_stream():
     asks for the control plane must be in INTEGRATION_ON_HARNESS, or two sessions would share
     (and one would bring down) one harness."""
     listed = " ".join(
-        make_list(name)
-        for name in (
-            "INTEGRATION_ON_REAL_NODE_HARNESS",
-            "INTEGRATION_ON_SIMULATED_CLUSTER",
-            "INTEGRATION_ON_SIMULATED_LAUNCH",
-        )
+        make_list(name) for name in ("INTEGRATION_ON_REAL_NODE_HARNESS", "INTEGRATION_ON_SIMULATED_HARNESS")
     )
     on_harness = [REPO_ROOT / path for path in listed.split()]
     assert all(path.exists() for path in on_harness), listed
