@@ -31,7 +31,7 @@ TIMED = $(BIN)/python tests/tools/stopwatch.py --log $(TIMES) run
 .PHONY: help demo cluster-demo check test bench-scale venv collection system-packages node-image trainer-image registry harness-build \
 	execution-environment lint ruff ansible-lint \
 	unit unit-collection unit-trainer sanity integration integration-harness integration-harness-real-node \
-	integration-harness-simulated integration-harness-simulated-cluster integration-harness-simulated-launch integration-host molecule checks checks-then-host molecule-beside release docs docs-check clean
+	integration-harness-simulated integration-host molecule checks checks-then-host molecule-beside release docs docs-check clean
 
 help:
 	@echo "make demo            - create .venv, install everything, train RetinaNet on CPU with DDP and verify the run"
@@ -51,7 +51,7 @@ help:
 	@echo "make integration     - end-to-end playbook runs and the Kubernetes harness tests: its three streams side by side"
 	@echo "make integration-harness - the tests on the harness: its two lanes side by side"
 	@echo "make integration-harness-real-node - the harness tests with the real node (kubelet + CRI-O)"
-	@echo "make integration-harness-simulated - the harness tests on kwok's nodes: cluster roles and launches, two lanes"
+	@echo "make integration-harness-simulated - the harness tests on kwok's nodes, on .harness-simulated"
 	@echo "make integration-host - the tests on this host: torchrun, SSH, podman, a standalone CRI-O"
 	@echo "make molecule        - every Molecule scenario (SCENARIOS='a b' picks some), on a harness of its own"
 	@echo "make checks          - lint, docs-check, unit and sanity, one after another"
@@ -180,12 +180,11 @@ demo: collection
 cluster-demo: collection harness-build trainer-image
 	$(BIN)/python tests/harness/cluster_demo.py
 
-# make test runs five streams side by side from its start, under one make -j5 (output whole per
-# part when it ends): the harness's three lanes (with the real node; on simulated nodes alone,
-# the cluster roles' tests and the launches' tests on two harnesses), which mostly wait on the
-# API server, kwok and deadlines; lint, docs-check, unit and sanity followed by the tests on
-# this host; and Molecule. The harness lanes are the long poles (one simulated-nodes lane took
-# 60 minutes at half a core, the last 6 alone), so the two others run at a lower CPU priority
+# make test runs four streams side by side from its start, under one make -j4 (output whole per
+# part when it ends): the harness's two lanes (with the real node; on simulated nodes alone),
+# which mostly wait on the API server, kwok and deadlines; lint, docs-check, unit and sanity
+# followed by the tests on this host; and Molecule. The harness lanes are the long poles (45
+# minutes as one lane alone, at 0.9 of a core), so the two others run at a lower CPU priority
 # (nice) and fill what they leave. Cold, the harness binaries and helm (Go, about 10 minutes),
 # the node and trainer images (debootstrap) and the execution environment build in the slots
 # while the checks run in one; the lanes start once what they need is built. A failure stops new
@@ -195,8 +194,8 @@ test: system-packages venv
 	@mkdir -p .build && rm -f $(TIMES) $(CPU_LOG)
 	@$(MAKE) --no-print-directory collection
 	@trap '$(BIN)/python tests/tools/stopwatch.py --log $(TIMES) table' EXIT; \
-	$(MAKE) --no-print-directory -j5 --output-sync=target checks-then-host integration-harness-real-node \
-	  integration-harness-simulated-cluster integration-harness-simulated-launch molecule-beside
+	$(MAKE) --no-print-directory -j4 --output-sync=target checks-then-host integration-harness-real-node \
+	  integration-harness-simulated molecule-beside
 
 # lint, docs-check, unit and sanity one after another (the make above must not run them in
 # parallel: -j1), at the lower priority.
@@ -265,41 +264,27 @@ sanity: $(TARBALL) system-packages
 # host stream unless it is listed here.
 # The harness's tests are two lanes on two harnesses of their own, side by side: those with the
 # real node (the only lane that may start it: a machine holds one) and those on kwok's simulated
-# nodes alone: the cluster roles' (.harness-simulated, ports 600 above the defaults) and the
-# launches' (.harness-launch, ports 1800 above; no other harness's port is 1800 above one of its
-# own, nor test_cluster_faults' at 1000). Each lane waits more than it
+# nodes alone (.harness-simulated, ports 600 above the defaults). Each lane waits more than it
 # computes (about 0.9 of a core for both as one lane), so two take about half the time of one.
 INTEGRATION_ON_REAL_NODE_HARNESS := tests/integration/real_node tests/integration/nccl_tests \
   tests/integration/harness tests/integration/test_no_secrets_in_logs.py \
   tests/integration/image/test_execution_environment_image.py
-INTEGRATION_ON_SIMULATED_CLUSTER := tests/integration/cluster
-INTEGRATION_ON_SIMULATED_LAUNCH := tests/integration/launch
-INTEGRATION_ON_SIMULATED_HARNESS := $(INTEGRATION_ON_SIMULATED_CLUSTER) $(INTEGRATION_ON_SIMULATED_LAUNCH)
+INTEGRATION_ON_SIMULATED_HARNESS := tests/integration/cluster tests/integration/launch
 INTEGRATION_ON_HARNESS := $(INTEGRATION_ON_REAL_NODE_HARNESS) $(INTEGRATION_ON_SIMULATED_HARNESS)
 SIMULATED_HARNESS_ENV := GPUOPS_HARNESS_DIR=$(CURDIR)/.harness-simulated GPUOPS_HARNESS_PORT_OFFSET=600
-LAUNCH_HARNESS_ENV := GPUOPS_HARNESS_DIR=$(CURDIR)/.harness-launch GPUOPS_HARNESS_PORT_OFFSET=1800
 integration: collection harness-build trainer-image registry execution-environment
-	$(MAKE) --no-print-directory -j4 --output-sync=target integration-harness-real-node \
-	  integration-harness-simulated-cluster integration-harness-simulated-launch integration-host
+	$(MAKE) --no-print-directory -j3 --output-sync=target integration-harness-real-node \
+	  integration-harness-simulated integration-host
 
 integration-harness: collection harness-build trainer-image registry execution-environment
-	$(MAKE) --no-print-directory -j3 --output-sync=target integration-harness-real-node \
-	  integration-harness-simulated-cluster integration-harness-simulated-launch
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness-real-node integration-harness-simulated
 
 integration-harness-real-node: collection harness-build trainer-image registry execution-environment
 	$(TIMED) "integration-harness: real node (lane)" -- $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_REAL_NODE_HARNESS)
 
 integration-harness-simulated: collection harness-build trainer-image registry execution-environment
-	$(MAKE) --no-print-directory -j2 --output-sync=target integration-harness-simulated-cluster \
-	  integration-harness-simulated-launch
-
-integration-harness-simulated-cluster: collection harness-build trainer-image registry execution-environment
-	$(SIMULATED_HARNESS_ENV) $(TIMED) "integration-harness: simulated, cluster (lane)" -- \
-	  $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_SIMULATED_CLUSTER)
-
-integration-harness-simulated-launch: collection harness-build trainer-image registry execution-environment
-	$(LAUNCH_HARNESS_ENV) $(TIMED) "integration-harness: simulated, launch (lane)" -- \
-	  $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_SIMULATED_LAUNCH)
+	$(SIMULATED_HARNESS_ENV) $(TIMED) "integration-harness: simulated nodes (lane)" -- \
+	  $(PYTEST) --durations=15 --cpu-durations=15 $(INTEGRATION_ON_SIMULATED_HARNESS)
 
 INTEGRATION_HOST_RUN = $(TIMED) integration-host -- \
   $(PYTEST) --durations=15 --cpu-durations=15 tests/integration $(addprefix --ignore=,$(INTEGRATION_ON_HARNESS))
@@ -320,4 +305,4 @@ bench-scale: collection harness-build
 	$(BIN)/python benchmarks/scale/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(COLLECTIONS) .build runs .harness .harness-molecule .harness-simulated .harness-launch
+	rm -rf $(VENV) $(COLLECTIONS) .build runs .harness .harness-molecule .harness-simulated
