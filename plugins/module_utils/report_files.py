@@ -7,6 +7,7 @@ A second run with the same content reports no change, and a reader never sees ha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -20,19 +21,32 @@ def differs(path, content):
         return True
 
 
-def write_atomically(path, content):
-    """Write ``content`` to ``path`` (mode 0644) through a temporary file in its directory."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=directory)
+def write_atomically(path, content, mode=0o644):
+    """Write the bytes ``content`` to ``path`` with ``mode`` through a temporary file in its
+    directory, flushed to disk before the rename (and the directory after it)."""
+    directory, name = os.path.split(path)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix="." + name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
         raise
+    try:
+        dir_fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def changed_paths(contents):

@@ -19,7 +19,8 @@ import contextlib
 import os
 import re
 import stat
-import tempfile
+
+from ansible_collections.gpuops.training.plugins.module_utils.report_files import write_atomically
 
 # Ansible's default for max_file_size_for_diff (bytes): larger contents are not shown.
 MAX_DIFF_BYTES = 104448
@@ -145,32 +146,6 @@ def _make_directory(path, mode, check_mode, planned, created):
         created.append(directory)
 
 
-def _atomic_write(path, data, mode):
-    directory, name = os.path.split(path)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix="." + name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
 def write_run_files(dest, directories=None, files=None, directory_mode="0755", check_mode=False, diff=False):
     """Create the directories and write the files that differ; see the module docstring.
     Everything is checked (a dry run) before anything is created or written."""
@@ -244,7 +219,7 @@ def _apply(dest, dirs, entries, check_mode, diff, require_parents=True):
         files_changed.append(path)
         if not same_content:
             if not check_mode:
-                _atomic_write(path, data, mode)
+                write_atomically(path, data, mode)
             diffs.append(
                 {
                     "before_header": path if info is not None else "%s (absent)" % path,

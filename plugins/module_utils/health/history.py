@@ -21,8 +21,9 @@ import math
 import os
 import re
 import statistics
-import tempfile
 import time
+
+from ansible_collections.gpuops.training.plugins.module_utils.report_files import write_atomically
 
 SCHEMA = "gpuops.node-history/v1"
 SOURCES = ("node_health", "nccl_tests", "training")
@@ -225,22 +226,6 @@ def _finding(verdict, drop_percent):
     }
 
 
-def _write_trimmed(path, lines):
-    directory = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".history-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.writelines(lines)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def append(history_dir, records, keep=DEFAULT_KEEP):
     """Append the records to their nodes' files (created with the directory), each file under
     an exclusive lock and trimmed to its newest ``keep`` lines. Returns the files written."""
@@ -259,7 +244,7 @@ def append(history_dir, records, keep=DEFAULT_KEEP):
                 handle.seek(0)
                 lines = handle.readlines()
                 if len(lines) > keep:
-                    _write_trimmed(path, lines[-keep:])
+                    write_atomically(path, "".join(lines[-keep:]).encode("utf-8"))
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     return sorted(by_file)
