@@ -166,15 +166,18 @@ class _TimingTrack:
     """One rank's step timing: each step record's four values and images per optimizer step
     (the record's images/s times its step time), 8 bytes each, however long the run."""
 
-    __slots__ = ("values", "images")
+    __slots__ = ("values", "columns", "images")
 
     def __init__(self):
         self.values = {key: array("d") for key in TIMING_KEYS}
+        self.columns = tuple(self.values[key] for key in TIMING_KEYS)
         self.images = array("d")
 
-    def add(self, timing, images):
-        for key in TIMING_KEYS:
-            self.values[key].append(timing[key])
+    def add(self, values, images):
+        """``values``: the four numbers, in the order of TIMING_KEYS."""
+        columns = self.columns
+        for index, value in enumerate(values):
+            columns[index].append(value)
         if images is not None:
             self.images.append(images)
 
@@ -429,25 +432,28 @@ class TrainingLogParser:
             state.tail.extend(self._untagged_tail.pop(source))
         local_rank = record.get("local_rank")
         if isinstance(local_rank, int):
-            self._learn_offset(source, rank - local_rank)
+            offset = rank - local_rank
+            # Nothing to learn once the source's offset is known and no line waits for it.
+            if self._local_offset.get(source) != offset or self._local_tail:
+                self._learn_offset(source, offset)
         state.host = record.get("host", state.host)
         state.node = record.get("node", state.node)
         attempt = record.get("attempt")
         if isinstance(attempt, int):
             state.attempt = max(state.attempt, attempt)
         event = record["event"]
-        if event == "run_start":
-            state.run_start = record
-            state.run_end = None  # a restarted attempt supersedes the previous ending
-        elif event == "run_end":
-            state.run_end = record
-        elif event == "step":
+        if event == "step":  # first: nearly every record is one
             state.last_step_record = record
             if state.first_step_loss is None and _is_number(record.get("loss")):
                 state.first_step_loss = record["loss"]
             self._add_curve_point(record)
             self._add_memory(state, record, STEP_PHASE, source)
             self._add_timing(state, record, source)
+        elif event == "run_start":
+            state.run_start = record
+            state.run_end = None  # a restarted attempt supersedes the previous ending
+        elif event == "run_end":
+            state.run_end = record
         elif event == "memory":
             phase = record.get("phase")
             self._add_memory(state, record, phase if isinstance(phase, str) else "unknown", source)
@@ -468,20 +474,24 @@ class TrainingLogParser:
             self.evaluations.append(record)
 
     def _add_timing(self, state, record, source):
-        """Take the ``timing`` of a step record: four finite, non-negative numbers, or nothing."""
+        """Take the ``timing`` of a step record: four finite, non-negative numbers, or nothing.
+        A step record's hot path (a fleet's logs hold millions), hence the plain loop."""
         timing = record.get("timing")
-        if not isinstance(timing, dict):
+        if type(timing) is not dict:  # noqa: E721  # pylint: disable=unidiomatic-typecheck
             return
-        values = {key: timing.get(key) for key in TIMING_KEYS}
-        if not all(_is_number(value) and math.isfinite(value) and value >= 0 for value in values.values()):
-            self._warn(
-                "%s: rank %s: a step record's timing is not four numbers of seconds" % (source, state.rank)
-            )
-            return
+        values = []
+        for key in TIMING_KEYS:
+            value = timing.get(key)
+            # A NaN fails both comparisons; an infinity the second.
+            if type(value) not in _NUMBER_TYPES or not 0 <= value < _INFINITY:
+                message = "%s: rank %s: a step record's timing is not four numbers of seconds"
+                self._warn(message % (source, state.rank))
+                return
+            values.append(value)
         images_per_s = record.get("images_per_s")
         images = None
-        if _is_number(images_per_s) and math.isfinite(images_per_s) and images_per_s > 0:
-            images = images_per_s * values["step_s"]
+        if type(images_per_s) in _NUMBER_TYPES and 0 < images_per_s < _INFINITY:
+            images = images_per_s * values[0]
         if state.timing is None:
             state.timing = _TimingTrack()
         state.timing.add(values, images)
@@ -499,15 +509,19 @@ class TrainingLogParser:
             epoch = None
         taken = False
         memory = state.memory
+        get = sample.get
         for name, key, high_water_key, _kind in MEMORY_QUANTITIES:
-            value = sample.get(key)
-            if value is None or not _is_byte_count(value):  # None: the quantity is not measured
-                continue
-            high_water = sample.get(high_water_key) if high_water_key else None
+            value = get(key)
+            # _is_byte_count, inline: this runs for every quantity of every step record.
+            if type(value) is not int or not 0 <= value <= MAX_BYTE_COUNT:  # noqa: E721  # pylint: disable=unidiomatic-typecheck
+                continue  # None: the quantity is not measured
+            high_water = get(high_water_key) if high_water_key else None
+            if type(high_water) is not int or not 0 <= high_water <= MAX_BYTE_COUNT:  # noqa: E721  # pylint: disable=unidiomatic-typecheck
+                high_water = None
             track = memory.get(name)
             if track is None:
                 track = memory[name] = _MemoryTrack()
-            track.add(value, high_water if _is_byte_count(high_water) else None, where, epoch)
+            track.add(value, high_water, where, epoch)
             taken = True
         limit = sample.get("cgroup_limit_bytes")
         if _is_byte_count(limit) and limit > 0 and (state.cgroup_limit is None or limit < state.cgroup_limit):
@@ -1276,6 +1290,7 @@ def _is_number(value):
 
 
 _NUMBER_TYPES = (int, float)
+_INFINITY = float("inf")
 
 
 def _mean(values):
