@@ -4,6 +4,7 @@ rejects a fragment whose entries are not plain strings)."""
 
 from __future__ import annotations
 
+import fnmatch
 import pathlib
 import subprocess
 import sys
@@ -19,12 +20,15 @@ def test_every_ignored_top_level_directory_stays_out_of_the_tarball():
     ignored = [
         line.strip().strip("/")
         for line in (REPO_ROOT / ".gitignore").read_text().splitlines()
-        if line.strip().endswith("/") and "/" not in line.strip().strip("/") and "*" not in line
+        if line.strip().endswith("/") and "/" not in line.strip().strip("/")
     ]
     build_ignore = set(yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["build_ignore"])
     allowed_in_tarball = {"__pycache__"}  # covered by the "*/__pycache__" pattern
-    assert ".harness-molecule" in ignored
     assert sorted(set(ignored) - build_ignore - allowed_in_tarball) == []
+    # Every harness's directory, a helper's own included, by one pattern in both files.
+    for harness in (".harness", ".harness-molecule", ".harness-simulated", ".harness-helper"):
+        assert any(fnmatch.fnmatch(harness, pattern) for pattern in ignored), harness
+        assert any(fnmatch.fnmatch(harness, pattern) for pattern in build_ignore), harness
 
 
 def test_the_changelog_fragments_pass_antsibull_changelog_lint():
