@@ -102,6 +102,13 @@ options:
     description: A straggler fails the verdict instead of being a warning.
     type: bool
     default: false
+  history:
+    description:
+      - The registered result of P(gpuops.training.node_history#module) for the run's GPUs (see
+        P(gpuops.training.history_training_records#filter)). Each GPU it flagged is a warning naming the GPU, its
+        node and how far below its own median it ran, and leads the report among what differs.
+      - Empty or omitted, the summary's C(history) is null.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -119,6 +126,10 @@ EXAMPLES = r"""
 - name: The same, a straggler failing the verdict
   ansible.builtin.set_fact:
     summary: "{{ training_job_result | gpuops.training.run_summary(training, nccl, stragglers_fail=true) }}"
+
+- name: The same, with each GPU judged against its own history
+  ansible.builtin.set_fact:
+    summary: "{{ training_job_result | gpuops.training.run_summary(training, nccl, history=gpu_history) }}"
 
 - name: Show the recommendation
   ansible.builtin.debug:
@@ -146,6 +157,10 @@ _value:
       with, C(stragglers_fail) whether it fails the verdict, C(straggler_remedy) what to check on its node. Each rank
       row has its C(timing) (median seconds per step - C(step_s), C(data_s), C(compute_s), C(collective_s)) and
       C(compute_images_per_s).
+    - C(history) (null without O(history)) has C(gpus_judged), C(gpus_with_history) (those with enough earlier
+      results to be judged), C(files) (the nodes' history files written) and C(flagged), per GPU C(node),
+      C(device), C(key) (the workload), C(value) (images/s), C(median), C(below_median_percent), C(samples),
+      C(reason), C(remedy) and the C(rank) that ran on it.
   type: dict
 """
 
@@ -155,14 +170,22 @@ from ansible_collections.gpuops.training.plugins.module_utils.quantities import 
 from ansible_collections.gpuops.training.plugins.module_utils.run_report import build_run_summary
 
 
-def run_summary(run, training, nccl, memory=None, stragglers_fail=False):
-    for name, value in (("the input", run), ("training", training), ("nccl", nccl), ("memory", memory or {})):
+def run_summary(run, training, nccl, memory=None, stragglers_fail=False, history=None):
+    for name, value in (
+        ("the input", run),
+        ("training", training),
+        ("nccl", nccl),
+        ("memory", memory or {}),
+        ("history", history or {}),
+    ):
         if not isinstance(value, dict):
             raise AnsibleFilterError("run_summary: %s must be a dict, got %s" % (name, type(value).__name__))
     memory = _memory_options(memory or {})
     fail = _bool_option("stragglers_fail", stragglers_fail)
     try:
-        return build_run_summary(run, training, nccl, memory, stragglers_fail=bool(fail))
+        return build_run_summary(
+            run, training, nccl, memory, stragglers_fail=bool(fail), history=history or None
+        )
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as error:
         # A field of another type than the launcher's record or the modules' results have.
         raise AnsibleFilterError(

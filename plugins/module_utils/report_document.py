@@ -238,12 +238,17 @@ def _gpu_memory_note(summary):
 
 
 def warnings_with_remedies(summary):
-    """Each NCCL problem the logs show, and each memory warning, with what to do about it."""
+    """Each NCCL problem the logs show, each memory warning and each GPU below its own
+    history, with what to do about it."""
     memory = [
         {"what": warning.get("what"), "remedy": warning.get("remedy") or "", "lines": []}
         for warning in (summary.get("memory") or {}).get("warnings") or []
     ]
-    return memory + [
+    history = [
+        {"what": row.get("reason"), "remedy": row.get("remedy") or "", "lines": []}
+        for row in (summary.get("history") or {}).get("flagged") or []
+    ]
+    nccl = [
         {
             "what": "%s (%s time%s)"
             % (error.get("message"), error.get("count") or 1, "" if (error.get("count") or 1) == 1 else "s"),
@@ -252,6 +257,7 @@ def warnings_with_remedies(summary):
         }  # fmt: skip
         for error in (summary.get("nccl") or {}).get("errors") or []
     ]
+    return memory + history + nccl
 
 
 STRAGGLER_COLUMNS = ("rank", "pod", "node", "compute images/s", "median of all ranks", "below median", "log")

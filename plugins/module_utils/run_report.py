@@ -94,12 +94,14 @@ def nccl_statement(nccl, backend):
 VERDICT_MEMORY_RANKS = 8
 
 
-def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=False):
+def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=False, history=None):
     """Return the summary dict written to summary.json; ``verdict`` is passed or failed.
 
     ``memory_options`` (see DEFAULT_MEMORY_OPTIONS) shape the memory section: each rank's
     memory, the sizing of the next run, and the warnings (or failures) it raises. Stragglers
-    (training_log_info's) are warnings, failures with ``stragglers_fail``.
+    (training_log_info's) are warnings, failures with ``stragglers_fail``. ``history`` is
+    node_history's result for the GPUs' throughput (None: not kept); a GPU it flags is a
+    warning.
     """
     run = run or {}
     training = training or {}
@@ -121,6 +123,7 @@ def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=
     failures[:0] = log_failures
     if stragglers_fail:
         failures.extend(row["statement"] for row in stragglers)
+    history_rows = history_section(training, history)
 
     started, ended = run.get("started"), run.get("ended")
     duration = round(float(ended) - float(started), 1) if started is not None and ended is not None else None
@@ -151,7 +154,8 @@ def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=
         "failures": failures,
         "warnings": log_warnings
         + ([] if stragglers_fail else [row["statement"] for row in stragglers])
-        + [warning["what"] for warning in memory["warnings"]],
+        + [warning["what"] for warning in memory["warnings"]]
+        + [row["reason"] for row in (history_rows or {}).get("flagged", [])],
         "run_id": run.get("run_id"),
         "launcher": run.get("launcher"),
         "host": run.get("host"),
@@ -205,17 +209,58 @@ def build_run_summary(run, training, nccl, memory_options=None, stragglers_fail=
             ],
         },
         "logs": list(run.get("log_paths") or []),
+        "history": history_rows,
     }
-    summary["differs"] = differs(
-        summary,
-        {
-            row["rank"]: "%s%% slower than its peers' median in compute"
-            % round(row.get("percent_below") or 0)
-            for row in stragglers
-        },
-    )
+    slower = {
+        row["rank"]: "%s%% slower than its peers' median in compute" % round(row.get("percent_below") or 0)
+        for row in stragglers
+    }
+    for row in (history_rows or {}).get("flagged", []):
+        if row["rank"] is not None:
+            what = "%s%% below this GPU's own median" % round(row.get("below_median_percent") or 0)
+            slower[row["rank"]] = "; ".join(filter(None, (slower.get(row["rank"]), what)))
+    summary["differs"] = differs(summary, slower)
     summary["verdict_lines"] = verdict_lines(summary)
     return summary
+
+
+def history_section(training, history):
+    """What node_history said of the GPUs' throughput: how many were judged, how many had
+    enough history to be, and each flagged GPU with the rank that ran on it. None when the
+    history was not kept."""
+    if not isinstance(history, dict) or history.get("skipped"):
+        return None
+    rank_on = {}
+    for rank in training.get("ranks") or []:
+        if isinstance(rank.get("local_rank"), int) and rank.get("node"):
+            rank_on[(rank["node"], "GPU %d" % rank["local_rank"])] = rank.get("rank")
+    judged = history.get("judged") or []
+    return {
+        "gpus_judged": len(judged),
+        "gpus_with_history": sum(1 for verdict in judged if verdict.get("median") is not None),
+        "files": list(history.get("files") or []),
+        "flagged": [
+            dict(
+                {key: verdict.get(key) for key in HISTORY_KEYS},
+                rank=rank_on.get((verdict.get("node"), verdict.get("device"))),
+            )
+            for verdict in history.get("flagged") or []
+        ],
+    }
+
+
+# What summary.json keeps of each GPU node_history flagged.
+HISTORY_KEYS = (
+    "node",
+    "device",
+    "key",
+    "value",
+    "median",
+    "below_median_percent",
+    "samples",
+    "reason",
+    "remedy",
+)
 
 
 def verdict_lines(summary):

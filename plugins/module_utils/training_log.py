@@ -120,6 +120,7 @@ SAMPLE_KEYS = (
 class _RankState:
     __slots__ = (
         "rank",
+        "local_rank",
         "host",
         "node",
         "attempt",
@@ -142,6 +143,7 @@ class _RankState:
 
     def __init__(self, rank, tail_lines):
         self.rank = rank
+        self.local_rank = None  # the GPU index on its node, as the trainer reports it
         self.host = None
         self.node = None
         self.attempt = 0
@@ -432,6 +434,7 @@ class TrainingLogParser:
             state.tail.extend(self._untagged_tail.pop(source))
         local_rank = record.get("local_rank")
         if isinstance(local_rank, int):
+            state.local_rank = local_rank
             offset = rank - local_rank
             # Nothing to learn once the source's offset is known and no line waits for it.
             if self._local_offset.get(source) != offset or self._local_tail:
@@ -642,6 +645,7 @@ class TrainingLogParser:
             "backend": first_start.get("backend"),
             "model": first_start.get("model"),
             "device": first_start.get("device"),
+            "workload": _workload(first_start),
             "epochs": epochs,
             "steps": self._steps_table(),
             "loss": _loss_trend(epochs),
@@ -679,6 +683,7 @@ class TrainingLogParser:
             timing, images_per_step, compute_rate = state.timing.summary(state.run_start)
         return {
             "rank": state.rank,
+            "local_rank": state.local_rank,
             "host": state.host,
             "node": state.node,
             "status": status,
@@ -1218,6 +1223,27 @@ def describe_rank_failure(summary, launcher_failures=(), kill=None):
     if summary.get("last_lines"):
         message += "\n  last lines of rank %d:\n    " % rank + "\n    ".join(summary["last_lines"])
     return message
+
+
+def _workload(run_start):
+    """What makes two runs' per-GPU throughput comparable, in words (None without a run_start
+    record): the model, the images each rank trains per optimizer step, the input size, the
+    precision and the device type."""
+    if not run_start or not isinstance(run_start.get("model"), str):
+        return None
+    parts = [run_start["model"]]
+    batch, accum = run_start.get("batch_size"), run_start.get("grad_accum_steps", 1)
+    if _is_positive_int(batch) and _is_positive_int(accum):
+        parts.append("%d images x %d" % (batch, accum) if accum > 1 else "%d images" % batch)
+    low, high = run_start.get("min_size"), run_start.get("max_size")
+    if _is_positive_int(low) and _is_positive_int(high):
+        parts.append("%d-%d px" % (low, high))
+    amp = run_start.get("amp")
+    parts.append("amp %s" % amp if isinstance(amp, str) and amp else "fp32")
+    device = run_start.get("device")
+    if isinstance(device, str) and device:
+        parts.append(device.split(":")[0])
+    return ", ".join(parts)
 
 
 def _is_newer(entry, known):

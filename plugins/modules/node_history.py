@@ -11,7 +11,8 @@ short_description: Keep each node's health passes and measured figures, and judg
 description:
   - Keeps every record given in O(records) - a health pass, an nccl-tests bus bandwidth, a GPU's training
     throughput - in the node's own history, C(<dir>/<node>.jsonl) (JSON lines, schema C(gpuops.node-history/v1)),
-    appended under a lock and trimmed to the newest O(keep) records.
+    appended under a lock and trimmed to the newest O(keep) records. A record of a C(run_id) the node's history
+    already holds for the same kind is not kept twice (a run verified again), and is not judged against itself.
   - Before keeping them, judges each record with a number against the same node's earlier records of the same
     kind (the same C(source), C(metric), C(key) and C(device)) - the median of the newest O(window) of them, once
     there are O(min_samples). A figure more than O(drop_percent) below that median is flagged (class
@@ -137,7 +138,7 @@ flagged:
       reason: "gpu-node-3: bus bandwidth 150 GB/s (all_reduce_perf 1 node x 8 GPUs) is 23.4 % below this node's median
         of 196 GB/s over its last 8 results (more than 15 %)"
 appended:
-  description: How many records were kept (0 in check mode or with O(record=false)).
+  description: How many records were kept (0 in check mode, with O(record=false), or for a run already kept).
   returned: always
   type: int
 files:

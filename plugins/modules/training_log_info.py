@@ -213,6 +213,10 @@ ranks:
   elements: dict
   contains:
     rank: {description: The global rank., type: int, returned: always}
+    local_rank:
+      description: The rank on its node (its GPU's index there), from its records; null when they carry none.
+      type: int
+      returned: always
     host: {description: Host name the rank ran on (a pod's name on Kubernetes)., type: str, returned: always}
     node:
       description:
@@ -405,6 +409,14 @@ backend:
   returned: always
   type: str
   sample: gloo
+workload:
+  description:
+    - What makes two runs' per-GPU throughput comparable, from the first C(run_start) record - the model, the images
+      each rank trains per optimizer step, the input size, the precision and the device type; null without a
+      C(run_start) record.
+  returned: always
+  type: str
+  sample: retinanet_resnet50_fpn, 2 images x 4, 800-1333 px, amp bf16, cuda
 checkpoints:
   description: Checkpoints written, in order.
   returned: always

@@ -167,7 +167,13 @@ def judge(
     for record in records:
         if not _is_number(record.get("value")):
             continue
-        prior = [entry for entry in earlier.get(_group(record), []) if entry["time"] < record["time"]]
+        # A run verified again is not its own history.
+        run_id = record["run_id"]
+        prior = [
+            entry
+            for entry in earlier.get(_group(record), [])
+            if entry["time"] < record["time"] and not (run_id and entry.get("run_id") == run_id)
+        ]
         prior = sorted(prior, key=lambda entry: entry["time"])[-window:]
         verdict = {
             "node": record["node"],
@@ -276,13 +282,16 @@ def run(
     for node in sorted({record["node"] for record in stored}):
         history.extend(read_node(history_dir, node))
     judged = judge(stored, history, drop_percent, window, min_samples)
+    # A run verified again adds nothing: its figures are kept once.
+    kept = {(_group(entry), entry.get("run_id")) for entry in history if entry.get("run_id")}
+    new = [entry for entry in stored if not (entry["run_id"] and (_group(entry), entry["run_id"]) in kept)]
     files = []
-    if record and not check_mode and stored:
-        files = append(history_dir, stored, keep)
+    if record and not check_mode and new:
+        files = append(history_dir, new, keep)
     return {
         "judged": judged,
         "flagged": [verdict for verdict in judged if verdict["flagged"]],
-        "appended": len(stored) if files else 0,
+        "appended": len(new) if files else 0,
         "files": files,
     }
 
@@ -320,4 +329,42 @@ def isolate_records(summary, collective, run_id="", gpus_per_node=None):
                     "details": {"test": test.get("id"), "slow": bool(test.get("slow"))},
                 }
             )
+    return records
+
+
+def training_records(metrics, run_id=""):
+    """What a training run (training_log_info's result) adds to its nodes' histories: each GPU's
+    compute throughput (images per second of its own computing, so that waiting for a slow peer
+    does not count against it), keyed by the run's workload, so a GPU is only compared with
+    itself training the same. Ranks that did not end well, or name no node or GPU, are left
+    out."""
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("ranks"), list):
+        raise HistoryError(
+            "the training metrics must be training_log_info's result, with its ranks, got %r"
+            % (type(metrics).__name__ if isinstance(metrics, dict) else metrics,)
+        )
+    workload = metrics.get("workload")
+    if not isinstance(workload, str) or not workload:
+        return []  # no run_start record survived: nothing says what the figures are comparable with
+    records = []
+    for rank in metrics["ranks"]:
+        if not isinstance(rank, dict) or rank.get("status") != "ok":
+            continue
+        node, local_rank, rate = rank.get("node"), rank.get("local_rank"), rank.get("compute_images_per_s")
+        if not isinstance(node, str) or not node.strip() or not isinstance(local_rank, int):
+            continue
+        if not _is_number(rate) or rate <= 0:
+            continue
+        records.append(
+            {
+                "node": node,
+                "source": "training",
+                "metric": "images_per_s",
+                "key": workload,
+                "device": "GPU %d" % local_rank,
+                "value": rate,
+                "run_id": run_id,
+                "details": {"rank": rank.get("rank"), "host": rank.get("host")},
+            }
+        )
     return records

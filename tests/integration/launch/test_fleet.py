@@ -46,7 +46,7 @@ def run_fleet(run_playbook, cluster, namespace, tmp_path, job, launcher, annotat
     finally:
         server.stop()
     assert not server.errors, server.errors
-    (run_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.is_dir()]
+    (run_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.is_dir() and path.name != "history"]
     return run, run_dir, json.loads((run_dir / "summary.json").read_text()), server.served
 
 

@@ -94,7 +94,7 @@ def run_with_logs(run_playbook, cluster, namespace, settings, logs, controller=N
 
 
 def only_run_dir(runs_dir):
-    run_dirs = [path for path in pathlib.Path(runs_dir).iterdir() if path.is_dir()]
+    run_dirs = [path for path in pathlib.Path(runs_dir).iterdir() if path.is_dir() and path.name != "history"]
     assert len(run_dirs) == 1, run_dirs
     return run_dirs[0]
 

@@ -103,7 +103,7 @@ def test_with_the_cli_on_the_path_the_command_runs(run_playbook, tmp_path, fake_
     ]:
         assert pair in pairs, pair
     assert "--large-shm" in flags and flags[-1] == "--command"
-    run_dir = next(path for path in (tmp_path / "runs").iterdir() if path.is_dir())
+    run_dir = next(path for path in (tmp_path / "runs").iterdir() if path.is_dir() and path.name != "history")
     command = argv[separator + 1 :]
     assert command[:4] == ["python3", "-m", "gpuops_trainer.launch", "--nnodes=2"]
     assert "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)" in command

@@ -266,7 +266,7 @@ def test_two_pods_train_on_the_staged_dataset_after_its_layout_check(
     )  # fmt: skip
     assert "Every dataset path the trainer opens is there" in run.output, run.output[-4000:]
     assert run.rc == 0, run.output[-4000:]
-    (run_dir,) = [path for path in runs_dir.iterdir() if path.is_dir()]
+    (run_dir,) = [path for path in runs_dir.iterdir() if path.is_dir() and path.name != "history"]
     logs = "".join(path.read_text() for path in (run_dir / "logs").glob("*.log"))
     assert '"dataset":"coco"' in logs and "/data/coco/annotations/instances_train2017.json" in logs
 

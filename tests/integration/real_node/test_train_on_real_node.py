@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_node]
 def train(run_playbook, env, namespace, runs_dir, **settings):
     variables = {"training_job_namespace": namespace, "training_job_runs_dir": str(runs_dir), **settings}
     run = run_playbook("playbooks/train.yml", INVENTORY, variables, timeout=1200, extra_env=env)
-    run_dirs = [path for path in Path(runs_dir).iterdir() if path.is_dir()] if Path(runs_dir).exists() else []
+    runs = list(Path(runs_dir).iterdir()) if Path(runs_dir).exists() else []
+    run_dirs = [path for path in runs if path.is_dir() and path.name != "history"]
     assert len(run_dirs) == 1, run
     return run, run_dirs[0], json.loads((run_dirs[0] / "summary.json").read_text())
 

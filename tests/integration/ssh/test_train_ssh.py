@@ -86,7 +86,8 @@ def ssh_run(nodes, run_playbook, tmp_path_factory):
     runs_dir, remote_runs_dir = base / "controller-runs", base / "node-runs"
     inventory = write_inventory(base, nodes, runs_dir, remote_runs_dir)
     run = run_playbook(PLAYBOOK, inventory)
-    run_dirs = [path for path in runs_dir.iterdir() if path.is_dir()] if runs_dir.exists() else []
+    runs = list(runs_dir.iterdir()) if runs_dir.exists() else []
+    run_dirs = [path for path in runs if path.is_dir() and path.name != "history"]
     return types.SimpleNamespace(run=run, run_dirs=run_dirs, remote_runs_dir=remote_runs_dir)
 
 

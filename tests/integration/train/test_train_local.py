@@ -30,7 +30,7 @@ SHORT_EPOCHS = {
 
 
 def only_run_dir(runs_dir: pathlib.Path) -> pathlib.Path:
-    run_dirs = [path for path in runs_dir.iterdir() if path.is_dir()]
+    run_dirs = [path for path in runs_dir.iterdir() if path.is_dir() and path.name != "history"]
     assert len(run_dirs) == 1, run_dirs
     return run_dirs[0]
 
@@ -70,6 +70,29 @@ def test_summary_json_shows_every_rank_a_falling_loss_and_a_checkpoint(healthy_r
     # The trainer evaluates on its held-out synthetic split at the end of the run.
     assert summary["evaluation"]["images"] > 0
     assert 0.0 <= summary["evaluation"]["map"] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_each_gpus_throughput_is_kept_in_its_nodes_history_keyed_by_the_workload(healthy_run):
+    run_dir = only_run_dir(healthy_run.runs_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # The local launcher's ranks run on this host, which names their node.
+    (node_file,) = (healthy_run.runs_dir / "history").iterdir()
+    records = [json.loads(line) for line in node_file.read_text().splitlines()]
+    assert [record["device"] for record in records] == ["GPU 0", "GPU 1"]
+    assert {record["node"] for record in records} == {summary["ranks"][0]["node"]}
+    assert {(record["source"], record["metric"], record["run_id"]) for record in records} == {
+        ("training", "images_per_s", run_dir.name)
+    }
+    # The workload, from the trainer's run_start record: the model, images per step, input size.
+    workload = "retinanet_resnet18_fpn, 2 images, 128-128 px, fp32, cpu"
+    assert {record["key"] for record in records} == {workload}
+    rates = [rank["compute_images_per_s"] for rank in summary["ranks"]]
+    assert [record["value"] for record in records] == rates and all(rate > 0 for rate in rates)
+    # A first run has nothing to be judged against.
+    assert summary["history"]["gpus_judged"] == 2 and summary["history"]["gpus_with_history"] == 0
+    assert summary["history"]["flagged"] == []
 
 
 @pytest.mark.slow

@@ -391,8 +391,24 @@ isolate_summaries = like(
     replace_one(ISOLATE_SUMMARY["tests"][1]).map(lambda test: {"tests": [test]}),
 )
 
+# What training_log_info reads, as history_training_records takes it.
+TRAINING_METRICS = {
+    "workload": "retinanet_resnet50_fpn, 2 images, 800-1333 px, fp32, cuda",
+    "ranks": [{"rank": 0, "local_rank": 0, "node": "a", "status": "ok", "compute_images_per_s": 8.0}],
+}
+training_metrics = like(
+    st.just(TRAINING_METRICS),
+    replace_one(TRAINING_METRICS),
+    replace_one(TRAINING_METRICS["ranks"][0]).map(lambda rank: dict(TRAINING_METRICS, ranks=[rank])),
+)
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
+    "history_training_records": (
+        BUILDER,
+        call(training_metrics, run_id=text),
+        ("history_training_records",),
+    ),
     "history_isolate_records": (
         BUILDER,
         call(isolate_summaries, like(st.just("all_reduce")), run_id=text, gpus_per_node=small_int),

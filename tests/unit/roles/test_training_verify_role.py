@@ -278,3 +278,114 @@ def test_a_gpu_memory_margin_outside_0_to_100_fails_before_anything_is_read_or_w
     assert message in output, output[-3000:]
     assert "Read every rank's training metrics" not in output
     assert not (tmp_path / "report").exists()
+
+
+# -- Each GPU against its own history ------------------------------------------------------------
+
+WORKLOAD = "retinanet_resnet50_fpn, 4 images, 800-1333 px, fp32, cpu"
+
+
+def gpu_pod_log(rank, compute_s):
+    """Pod ``rn-worker-<rank>``'s log: one rank on GPU 0 of node gpu-node-<rank>, computing
+    ``compute_s`` a step of 4 images."""
+
+    def record(event, **fields):
+        where = {"rank": rank, "local_rank": 0, "world_size": 3, "host": PODS[rank]}
+        where["node"] = "gpu-node-%d" % rank
+        return json.dumps({"schema": SCHEMA, "event": event, **where, "attempt": 0, **fields})
+
+    timing = {"step_s": 2.0, "data_s": 0.0, "compute_s": compute_s, "collective_s": 2.0 - compute_s}
+    start = record("run_start", backend="gloo", device="cpu", model="retinanet_resnet50_fpn",
+                   batch_size=4, grad_accum_steps=1, min_size=800, max_size=1333)  # fmt: skip
+    steps = [record("step", epoch=0, step=step, loss=1.0, images_per_s=2.0, timing=timing) for step in (1, 2)]
+    end = [record("epoch", epoch=0, step=2, loss=1.0), record("run_end", status="ok", step=2)]
+    return "\n".join([start, *steps, *end]) + "\n"
+
+
+def earlier(node, value, count=3):
+    """``count`` earlier results of GPU 0 of ``node`` for WORKLOAD, as node_history keeps them."""
+    return [
+        {"schema": "gpuops.node-history/v1", "time": 1795000000.0 + index, "node": node,
+         "source": "training", "metric": "images_per_s", "key": WORKLOAD, "device": "GPU 0", "value": value,
+         "run_id": "old-%d" % index}
+        for index in range(count)
+    ]  # fmt: skip
+
+
+def verify_against_history(tmp_path, **variables):
+    """training_verify on three pods, one GPU each, all computing 4 images in 1 s; gpu-node-0's
+    GPU did 5 images/s in its last three runs (now 20 % below), gpu-node-1's 4.1 (2 % below),
+    gpu-node-2 has no history. The runs directory is tmp_path/runs."""
+    run_dir = tmp_path / "runs" / "rn"
+    (run_dir / "logs").mkdir(parents=True)
+    for rank in range(3):
+        (run_dir / "logs" / ("%s.log" % PODS[rank])).write_text(gpu_pod_log(rank, 1.0))
+    history = tmp_path / "runs" / "history"
+    history.mkdir()
+    for node, value in (("gpu-node-0", 5.0), ("gpu-node-1", 4.1)):
+        lines = "".join(json.dumps(record) + "\n" for record in earlier(node, value))
+        (history / ("%s.jsonl" % node)).write_text(lines)
+    record = {"run_id": "rn", "launcher": "pytorchjob", "run_dir": str(run_dir), "world_size": 3, "rc": 0,
+              "log_paths": [str(run_dir / "logs" / "*.log")]}  # fmt: skip
+    return play(tmp_path, record, **variables)
+
+
+def history_lines(tmp_path, node):
+    path = tmp_path / "runs" / "history" / ("%s.jsonl" % node)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_history_variables_have_the_documented_defaults():
+    defaults = load("defaults/main.yml")
+    assert defaults["training_verify_history"] is True
+    assert defaults["training_verify_history_dir"] == "{{ training_verify_run.run_dir | dirname }}/history"
+    assert (defaults["training_verify_history_drop_percent"], defaults["training_verify_history_window"],
+            defaults["training_verify_history_min_samples"]) == (15, 10, 3)  # fmt: skip
+
+
+def test_a_gpu_below_its_own_median_is_a_warning_naming_it_and_every_gpu_is_kept(tmp_path):
+    result, output = verify_against_history(tmp_path)
+    assert result.returncode == 0, output[-3000:]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "passed" and summary["stragglers"] == []  # its peers keep the same pace
+    history = summary["history"]
+    assert (history["gpus_judged"], history["gpus_with_history"]) == (3, 2)
+    (flagged,) = history["flagged"]
+    assert (flagged["node"], flagged["device"], flagged["rank"]) == ("gpu-node-0", "GPU 0", 0)
+    assert flagged["key"] == WORKLOAD
+    assert (flagged["value"], flagged["median"], flagged["below_median_percent"]) == (4.0, 5.0, 20.0)
+    reason = "gpu-node-0 GPU 0: throughput 4 images/s (%s) is 20 %% below this node's median of 5 images/s"
+    reason %= WORKLOAD
+    assert reason in (tmp_path / "report" / "report.md").read_text()
+    # The verdict prints each line quoted, its apostrophes doubled: compared up to the first.
+    assert "WARNING: " + reason.partition("'")[0] in output
+    assert "gpu-node-0 (rn-worker-0): rank 0: 20% below this GPU" in output
+    # Every GPU's result is kept, for the next run to be judged against.
+    for node, before in (("gpu-node-0", 3), ("gpu-node-1", 3), ("gpu-node-2", 0)):
+        lines = history_lines(tmp_path, node)
+        assert len(lines) == before + 1
+        assert (lines[-1]["run_id"], lines[-1]["value"], lines[-1]["key"]) == ("rn", 4.0, WORKLOAD)
+
+
+def test_with_the_history_off_nothing_is_judged_or_kept(tmp_path):
+    result, output = verify_against_history(tmp_path, training_verify_history=False)
+    assert result.returncode == 0, output[-3000:]
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["history"] is None
+    assert len(history_lines(tmp_path, "gpu-node-0")) == 3 and history_lines(tmp_path, "gpu-node-2") == []
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"training_verify_history_drop_percent": 100},
+         "training_verify_history_drop_percent must be a number of percent above 0 and below 100 (got 100)"),
+        ({"training_verify_history_min_samples": 12},
+         "at most training_verify_history_window (got 12 and 10)"),
+    ],
+)  # fmt: skip
+def test_bad_history_settings_fail_before_anything_is_read_or_written(tmp_path, variables, message):
+    result, output = verify_against_history(tmp_path, **variables)
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    assert "Read every rank's training metrics" not in output
+    assert not (tmp_path / "report").exists() and history_lines(tmp_path, "gpu-node-2") == []

@@ -487,6 +487,10 @@ def run(args: argparse.Namespace, state: TrainState, metrics: MetricsWriter) -> 
         num_classes=dataset.num_classes,
         batch_size=args.batch_size,
         grad_accum_steps=args.grad_accum_steps,
+        # The model's input size: with the model, batch and AMP, what makes two runs'
+        # throughput comparable (a node's history compares a GPU only with itself on the same).
+        min_size=args.min_size,
+        max_size=args.max_size,
         iters_per_epoch=iters_per_epoch,
         steps_per_epoch=steps_per_epoch,
         amp=args.amp_dtype if args.amp else None,

@@ -141,3 +141,27 @@ def test_pods_whose_log_could_not_be_read_are_named_first_with_their_node_and_re
         "pod w-5 (node gpu-09): part of its log could not be read: "
         "the pod is gone; its early copy is all there is"
     )
+
+
+def test_without_a_history_the_summary_says_none_and_a_skipped_one_is_none_too():
+    assert run_summary(RUN, TRAINING, NO_NCCL)["history"] is None
+    assert run_summary(RUN, TRAINING, NO_NCCL, history={"skipped": True, "changed": False})["history"] is None
+    with pytest.raises(AnsibleFilterError, match="run_summary: history must be a dict, got str"):
+        run_summary(RUN, TRAINING, NO_NCCL, history="flagged")
+
+
+def test_a_gpu_the_history_flagged_is_a_warning_and_differs_on_its_rank():
+    ranks = [dict(rank, local_rank=rank["rank"], node="node-a") for rank in TRAINING["ranks"]]
+    flagged = {"node": "node-a", "device": "GPU 1", "key": "w", "value": 4.0, "median": 5.0,
+               "below_median_percent": 20.0, "samples": 3, "reason": "node-a GPU 1: 20 % below",
+               "remedy": "check it", "flagged": True, "source": "training",
+               "metric": "images_per_s"}  # fmt: skip
+    judged = [dict(flagged, device="GPU 0", flagged=False, median=None), flagged]
+    history = {"judged": judged, "flagged": [flagged], "files": ["f"]}
+    summary = run_summary(RUN, dict(TRAINING, ranks=ranks), NO_NCCL, history=history)
+    assert summary["history"]["gpus_judged"] == 2 and summary["history"]["gpus_with_history"] == 1
+    (row,) = summary["history"]["flagged"]
+    assert row["rank"] == 1 and row["reason"] in summary["warnings"] and summary["verdict"] == "passed"
+    assert [(group["node"], group["ranks"], group["what"]) for group in summary["differs"]] == [
+        ("node-a", "1", "20% below this GPU's own median")
+    ]

@@ -187,3 +187,68 @@ def test_an_isolate_run_adds_each_nodes_single_and_pair_figures_and_no_halves():
         history.HistoryError, match=r"^tests\[0\] must be a mapping with the names of its nodes"
     ):
         history.isolate_records({"tests": [{"nodes": "gpu-01"}]}, "all_reduce")
+
+
+def metrics_of(*ranks, run_start=None):
+    """What training_log_info reads in logs whose ranks are ``(rank, local_rank, node, compute_s,
+    status)``: each trains 4 images a step."""
+    from ansible_collections.gpuops.training.plugins.module_utils import training_log
+
+    parser = training_log.TrainingLogParser()
+    start = run_start if run_start is not None else {
+        "model": "retinanet_resnet50_fpn", "batch_size": 2, "grad_accum_steps": 2, "min_size": 800,
+        "max_size": 1333, "amp": "bfloat16", "device": "cuda:3",
+    }  # fmt: skip
+    for rank, local_rank, node, compute_s, status in ranks:
+        where = {"schema": training_log.SCHEMA, "rank": rank, "local_rank": local_rank, "node": node}
+        where["host"] = "pod-%d" % rank
+        timing = {"step_s": 1.0, "data_s": 0.0, "compute_s": compute_s, "collective_s": 1.0 - compute_s}
+        lines = [dict(where, event="run_start", **start)]
+        lines += [dict(where, event="step", step=1, images_per_s=4.0, timing=timing)]
+        lines += [dict(where, event="run_end", status=status)]
+        for line in lines:
+            parser.feed("rank%d" % rank, json.dumps(line))
+    return parser.result()
+
+
+def test_a_training_run_adds_each_gpus_compute_throughput_keyed_by_its_workload():
+    metrics = metrics_of(
+        (0, 0, "node-a", 0.5, "ok"), (1, 1, "node-a", 0.8, "ok"), (2, 0, "node-b", 0.5, "error")
+    )
+    assert metrics["workload"] == "retinanet_resnet50_fpn, 2 images x 2, 800-1333 px, amp bfloat16, cuda"
+    records = history.training_records(metrics, "run-1")
+    # Rank 2 ended in an error: its figure says nothing about its GPU.
+    assert [(r["node"], r["device"], r["value"]) for r in records] == [
+        ("node-a", "GPU 0", 8.0),
+        ("node-a", "GPU 1", 5.0),
+    ]
+    assert {(r["source"], r["metric"], r["key"], r["run_id"]) for r in records} == {
+        ("training", "images_per_s", metrics["workload"], "run-1")
+    }
+    assert records[1]["details"] == {"rank": 1, "host": "pod-1"}
+    # The records are what node_history keeps.
+    assert [history.normalise(record)["device"] for record in records] == ["GPU 0", "GPU 1"]
+
+
+def test_a_run_whose_workload_or_gpus_are_unknown_adds_nothing():
+    no_start = metrics_of((0, 0, "node-a", 0.5, "ok"), run_start={})
+    assert no_start["workload"] is None and history.training_records(no_start) == []
+    metrics = metrics_of((0, 0, "node-a", 0.5, "ok"))
+    metrics["ranks"][0]["local_rank"] = None  # a trainer that does not record it
+    assert history.training_records(metrics) == []
+    with pytest.raises(history.HistoryError, match="training_log_info's result, with its ranks"):
+        history.training_records({"msg": "no logs"})
+
+
+def test_a_run_verified_again_is_kept_once_and_not_judged_against_itself(tmp_path):
+    base = {"source": "training", "metric": "images_per_s", "key": "w", "device": "GPU 0"}
+    for index, value in enumerate((10.0, 10.0, 10.0)):
+        earlier = dict(base, node="n", value=value, run_id="old-%d" % index)
+        history.run(str(tmp_path), [earlier], now=100.0 + index)
+    first = history.run(str(tmp_path), [dict(base, node="n", value=8.0, run_id="r")], now=200.0)
+    assert first["appended"] == 1 and first["flagged"][0]["median"] == 10.0
+    again = history.run(str(tmp_path), [dict(base, node="n", value=8.0, run_id="r")], now=300.0)
+    # Judged against the same three earlier runs, not against its own first verdict; kept once.
+    assert again["appended"] == 0 and again["files"] == [] and again["judged"][0]["samples"] == 3
+    kept = [entry["run_id"] for entry in history.read_node(str(tmp_path), "n")]
+    assert kept == ["old-0", "old-1", "old-2", "r"]
