@@ -368,3 +368,49 @@ def training_records(metrics, run_id=""):
             }
         )
     return records
+
+
+# Findings a health pass keeps per node: enough to read a node's past at a glance.
+MAX_KEPT_FINDINGS = 20
+_SEVERITY = {"isolate": 0, "reboot": 1, "monitor": 2}
+
+
+def _severity(finding):
+    return _SEVERITY.get(finding.get("class"), len(_SEVERITY))
+
+
+def health_records(entries, run_id="", checks=()):
+    """What a health pass adds to each node's history: one record per node, without a figure
+    (``value`` null: a pass is kept, not judged), its verdict and findings in ``details``.
+    ``entries`` are the pass's nodes as health.fleet's ``entries_of`` makes them; the key names
+    the checks that ran, so passes of different checks are told apart."""
+    if not isinstance(entries, list):
+        raise HistoryError("the health pass's nodes must be a list, got %r" % (entries,))
+    key = ", ".join(sorted(str(check) for check in checks))
+    records = []
+    for entry in entries:
+        # Worst first, so that the cap keeps what matters.
+        findings = sorted(entry.get("findings") or [], key=_severity)
+        records.append(
+            {
+                "node": entry["node"],
+                "source": "node_health",
+                "metric": "health_pass",
+                "key": key,
+                "value": None,
+                "run_id": run_id,
+                "details": {
+                    "verdict": entry.get("verdict"),
+                    "complete": entry.get("complete"),
+                    "needs_action": entry.get("needs_action"),
+                    "findings": [
+                        {name: finding.get(name) for name in ("device", "check", "class", "reason")}
+                        for finding in findings[:MAX_KEPT_FINDINGS]
+                    ],
+                    "findings_total": len(findings),
+                    "not_run": [item.get("check") for item in entry.get("not_run") or []],
+                    "error": entry.get("error"),
+                },
+            }
+        )
+    return records

@@ -92,6 +92,25 @@ def test_every_host_is_judged_and_the_report_is_the_controllers(health_pass):
     assert "| gpu-ok | healthy | 0 | - | - | [nodes/gpu-ok.json](nodes/gpu-ok.json) |" in report
 
 
+def test_each_nodes_pass_is_kept_in_its_own_history(fleet, health_pass):
+    history = fleet["runs"] / "history"
+    kept = {}
+    for path in sorted(history.iterdir()):
+        (record,) = [json.loads(line) for line in path.read_text().splitlines()]
+        kept[path.stem] = record
+    assert sorted(kept) == ["gpu-bad", "gpu-broken", "gpu-gone", "gpu-ok"]
+    assert {(r["source"], r["metric"], r["key"], r["run_id"], r["value"]) for r in kept.values()} == {
+        ("node_health", "health_pass", "kernel_log, nvidia_smi", "health-ssh", None)
+    }
+    assert {node: record["details"]["verdict"] for node, record in kept.items()} == {
+        "gpu-bad": "isolate", "gpu-broken": "unchecked", "gpu-gone": "unchecked", "gpu-ok": "healthy",
+    }  # fmt: skip
+    bad = kept["gpu-bad"]["details"]
+    assert bad["needs_action"] is True and bad["findings_total"] == len(bad["findings"]) > 0
+    assert {"check": "ecc_uncorrectable_volatile", "class": "isolate"}.items() <= bad["findings"][0].items()
+    assert kept["gpu-gone"]["details"]["error"].startswith("the host was unreachable: ")
+
+
 def test_the_unhealthy_hosts_file_limits_a_play_to_them(fleet, health_pass):
     _run, run_dir = health_pass
     hosts_file = run_dir / "unhealthy-hosts.txt"

@@ -402,8 +402,19 @@ training_metrics = like(
     replace_one(TRAINING_METRICS["ranks"][0]).map(lambda rank: dict(TRAINING_METRICS, ranks=[rank])),
 )
 
+# A health pass's nodes, as history_health_records takes them.
+HEALTH_NODES = [{"node": "a", "result": {"verdict": "healthy", "findings": [], "not_run": []}}]
+health_nodes = like(
+    st.just(HEALTH_NODES), replace_one(HEALTH_NODES), replace_one(HEALTH_NODES[0]).map(lambda n: [n])
+)
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
+    "history_health_records": (
+        BUILDER,
+        call(health_nodes, run_id=text, checks=like(st.just(["nvidia_smi"]))),
+        ("history_health_records",),
+    ),
     "history_training_records": (
         BUILDER,
         call(training_metrics, run_id=text),

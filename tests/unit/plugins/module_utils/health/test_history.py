@@ -252,3 +252,42 @@ def test_a_run_verified_again_is_kept_once_and_not_judged_against_itself(tmp_pat
     assert again["appended"] == 0 and again["files"] == [] and again["judged"][0]["samples"] == 3
     kept = [entry["run_id"] for entry in history.read_node(str(tmp_path), "n")]
     assert kept == ["old-0", "old-1", "old-2", "r"]
+
+
+def test_a_health_pass_keeps_each_nodes_verdict_and_findings_without_a_figure(tmp_path):
+    from ansible_collections.gpuops.training.plugins.filter.history_health_records import (
+        history_health_records,
+    )
+
+    finding = {
+        "device": "GPU 0",
+        "check": "xid",
+        "class": "isolate",
+        "reason": "Xid 79",
+        "remedy": "drain it",
+    }
+    nodes = [
+        {"node": "gpu-bad", "result": {"verdict": "isolate", "findings": [finding], "not_run": []}},
+        {
+            "node": "gpu-ok",
+            "result": {"verdict": "healthy", "findings": [], "not_run": [{"check": "infiniband"}]},
+        },
+        {"node": "gpu-gone", "error": "the host was unreachable"},
+    ]
+    records = history_health_records(nodes, run_id="h1", checks=["nvidia_smi", "kernel_log"])
+    by_node = {record["node"]: record for record in records}
+    assert {record["key"] for record in records} == {"kernel_log, nvidia_smi"}
+    assert all(record["value"] is None and record["source"] == "node_health" for record in records)
+    assert by_node["gpu-bad"]["details"]["findings"] == [
+        {"device": "GPU 0", "check": "xid", "class": "isolate", "reason": "Xid 79"}
+    ]
+    assert by_node["gpu-ok"]["details"]["not_run"] == ["infiniband"]
+    assert by_node["gpu-ok"]["details"]["complete"] is False
+    assert (by_node["gpu-gone"]["details"]["verdict"], by_node["gpu-gone"]["details"]["error"]) == (
+        "unchecked",
+        "the host was unreachable",
+    )
+    result = history.run(str(tmp_path), records, now=10.0)
+    # Kept, not judged: a pass has no figure.
+    assert result["appended"] == 3 and result["judged"] == []
+    assert history.read_node(str(tmp_path), "gpu-bad")[0]["details"]["verdict"] == "isolate"
