@@ -414,3 +414,23 @@ def health_records(entries, run_id="", checks=()):
             }
         )
     return records
+
+
+def measure_records(summary, nodes, run_id="", gpus_per_node=None):
+    """What a measure run (nccl_tests.json's summary) adds to its nodes' histories: each
+    collective's peak bus bandwidth, when the run was one node alone or a pair - the same
+    records, under the same keys, as an isolate run's singles and pairs. A run of more nodes
+    adds nothing: its figure belongs to the set of nodes, not to one of them."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("collectives"), list):
+        raise HistoryError("the measure summary must be a mapping with its collectives, got %r" % (summary,))
+    if not isinstance(nodes, list) or not all(isinstance(node, str) and node for node in nodes):
+        raise HistoryError("nodes must be the names of the run's nodes, got %r" % (nodes,))
+    if len(set(nodes)) not in (1, 2):
+        return []
+    records = []
+    for row in summary["collectives"]:
+        if not isinstance(row, dict) or not row.get("ok") or not isinstance(row.get("collective"), str):
+            continue
+        test = {"id": row["collective"], "nodes": sorted(set(nodes)), "busbw": row.get("peak_busbw_gbyte_s")}
+        records.extend(isolate_records({"tests": [test]}, row["collective"], run_id, gpus_per_node))
+    return records

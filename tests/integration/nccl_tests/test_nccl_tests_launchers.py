@@ -41,7 +41,7 @@ LAUNCHER = "training.kubeflow.org/replica-type"
 
 
 def summary_of(runs_dir):
-    (run_dir,) = pathlib.Path(runs_dir).iterdir()
+    (run_dir,) = [path for path in pathlib.Path(runs_dir).iterdir() if path.name != "history"]
     return json.loads((run_dir / "nccl_tests.json").read_text()), run_dir
 
 

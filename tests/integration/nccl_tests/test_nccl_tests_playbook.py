@@ -59,12 +59,22 @@ def bench(tmp_path):
 
 
 def summary_of(tmp_path):
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.name != "history"]
     return json.loads((run_dir / "nccl_tests.json").read_text()), run_dir
 
 
 def test_all_reduce_against_a_line_rate_it_clears(run_playbook, bench):
     tmp_path, inventory = bench
+    # The node did 450 GB/s alone in its last three runs: 338.82 is 24.7 % below its own median.
+    history = tmp_path / "runs" / "history"
+    history.mkdir(parents=True)
+    earlier = [
+        {"schema": "gpuops.node-history/v1", "time": 1795000000.0 + index, "node": "localhost",
+         "source": "nccl_tests", "metric": "busbw_gbps", "key": "all_reduce alone x 8 GPUs", "device": "",
+         "value": 450.0, "run_id": "old-%d" % index}
+        for index in range(3)
+    ]  # fmt: skip
+    (history / "localhost.jsonl").write_text("".join(json.dumps(record) + "\n" for record in earlier))
     run = run_playbook(PLAYBOOK, inventory, {
         "nccl_tests_line_rate": {"gbit_per_nic": 200, "nic_count": 8},
         "nccl_tests_min_busbw_share": 0.8,
@@ -77,6 +87,14 @@ def test_all_reduce_against_a_line_rate_it_clears(run_playbook, bench):
     assert row["collective"] == "all_reduce" and row["nranks"] == 16
     assert row["peak_busbw_gbyte_s"] == 338.82 and row["avg_busbw_gbyte_s"] == 70.742
     assert row["busbw_share"] > 1.6 and row["wrong_total"] == 0
+    # Above the line rate, and still flagged against the node's own history, which keeps it.
+    (flagged,) = summary["history"]["flagged"]
+    assert (flagged["node"], flagged["value"], flagged["median"]) == ("localhost", 338.82, 450.0)
+    assert flagged["below_median_percent"] == 24.7
+    assert "localhost: bus bandwidth 339 GB/s (all_reduce alone x 8 GPUs) is 24.7 % below" in run.output
+    assert "24.7 % below" in (run_dir / "nccl_tests.md").read_text()
+    kept = [json.loads(line) for line in (history / "localhost.jsonl").read_text().splitlines()]
+    assert [(record["run_id"], record["value"]) for record in kept[3:]] == [(run_dir.name, 338.82)]
     # The benchmark got the sizes, GPUs and correctness check the role promises.
     argv = (tmp_path / "all_reduce.argv").read_text().split()
     assert argv == ["-b", "8", "-e", "8G", "-f", "2", "-g", "8", "-n", "20", "-w", "5", "-c", "1"]

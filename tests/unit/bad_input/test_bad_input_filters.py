@@ -408,8 +408,21 @@ health_nodes = like(
     st.just(HEALTH_NODES), replace_one(HEALTH_NODES), replace_one(HEALTH_NODES[0]).map(lambda n: [n])
 )
 
+# A measure run's summary, as history_measure_records reads it.
+MEASURE_SUMMARY = {"collectives": [{"collective": "all_reduce", "ok": True, "peak_busbw_gbyte_s": 420.5}]}
+measure_summaries = like(
+    st.just(MEASURE_SUMMARY),
+    replace_one(MEASURE_SUMMARY),
+    replace_one(MEASURE_SUMMARY["collectives"][0]).map(lambda row: {"collectives": [row]}),
+)
+
 # name: (kind, (args, kwargs) strategy, words an error message must name one of)
 CASES = {
+    "history_measure_records": (
+        BUILDER,
+        call(measure_summaries, like(st.just(["gpu-a"])), run_id=text, gpus_per_node=small_int),
+        ("history_measure_records",),
+    ),
     "history_health_records": (
         BUILDER,
         call(health_nodes, run_id=text, checks=like(st.just(["nvidia_smi"]))),

@@ -291,3 +291,26 @@ def test_a_health_pass_keeps_each_nodes_verdict_and_findings_without_a_figure(tm
     # Kept, not judged: a pass has no figure.
     assert result["appended"] == 3 and result["judged"] == []
     assert history.read_node(str(tmp_path), "gpu-bad")[0]["details"]["verdict"] == "isolate"
+
+
+def test_a_measure_run_of_one_node_or_a_pair_adds_what_an_isolate_run_would():
+    summary = {"collectives": [
+        {"collective": "all_reduce", "ok": True, "peak_busbw_gbyte_s": 420.5},
+        {"collective": "all_gather", "ok": False, "peak_busbw_gbyte_s": 10.0},  # a failed test says nothing
+    ]}  # fmt: skip
+    (alone,) = history.measure_records(summary, ["gpu-a"], "m1", 8)
+    assert (alone["node"], alone["key"], alone["value"], alone["run_id"]) == (
+        "gpu-a",
+        "all_reduce alone x 8 GPUs",
+        420.5,
+        "m1",
+    )
+    pair = history.measure_records(summary, ["gpu-b", "gpu-a"], "m2", 8)
+    assert [(record["node"], record["key"]) for record in pair] == [
+        ("gpu-a", "all_reduce with gpu-b"),
+        ("gpu-b", "all_reduce with gpu-a"),
+    ]
+    # Three nodes' figure belongs to the three of them.
+    assert history.measure_records(summary, ["a", "b", "c"]) == []
+    with pytest.raises(history.HistoryError, match="nodes must be the names of the run's nodes"):
+        history.measure_records(summary, "gpu-a")
