@@ -23,6 +23,7 @@ import re
 import statistics
 import time
 
+from ansible_collections.gpuops.training.plugins.module_utils.health.fleet import CLASSES, fenced_findings
 from ansible_collections.gpuops.training.plugins.module_utils.report_files import write_atomically
 
 SCHEMA = "gpuops.node-history/v1"
@@ -372,11 +373,6 @@ def training_records(metrics, run_id=""):
 
 # Findings a health pass keeps per node: enough to read a node's past at a glance.
 MAX_KEPT_FINDINGS = 20
-_SEVERITY = {"isolate": 0, "reboot": 1, "monitor": 2}
-
-
-def _severity(finding):
-    return _SEVERITY.get(finding.get("class"), len(_SEVERITY))
 
 
 def health_records(entries, run_id="", checks=()):
@@ -390,7 +386,7 @@ def health_records(entries, run_id="", checks=()):
     records = []
     for entry in entries:
         # Worst first, so that the cap keeps what matters.
-        findings = sorted(entry.get("findings") or [], key=_severity)
+        findings = fenced_findings(entry, CLASSES)
         records.append(
             {
                 "node": entry["node"],
